@@ -1,0 +1,419 @@
+"""The run configuration: one typed, validated, hashable config for the whole loop.
+
+Load with :func:`load_config` (an optional YAML file, an optional preset, then ``key=value``
+overrides). Every field documents its meaning and the spec section it comes from. Unknown keys,
+wrong types and out-of-range values raise :class:`~rla_core.errors.ConfigError` naming the key.
+
+Example:
+    >>> cfg = load_config(overrides=["rollout.rollouts_per_task=4"])
+    >>> cfg.rollout.rollouts_per_task
+    4
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import Any, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rla_core.errors import ConfigError
+
+
+class Setting(StrEnum):
+    """Which of the paper's settings a run trains on."""
+
+    TEXTGAME = "textgame"
+    CODING = "coding"
+    GUI = "gui"
+
+
+class Backend(StrEnum):
+    """Generation backend. ``auto`` picks vLLM when an endpoint is configured and reachable."""
+
+    AUTO = "auto"
+    TRANSFORMERS = "transformers"
+    VLLM = "vllm"
+
+
+class RewriterKind(StrEnum):
+    """How environment tasks are rewritten (design §5 TaskRewriter)."""
+
+    PARAMETRIC = "parametric"
+    LLM = "llm"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+class Band(_Section):
+    """An inclusive accuracy band ``low <= acc <= high``."""
+
+    low: float = Field(ge=0.0, le=1.0, description="Lower bound, inclusive.")
+    high: float = Field(ge=0.0, le=1.0, description="Upper bound, inclusive.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.low > self.high:
+            raise ValueError(
+                f"band low={self.low} is above high={self.high}: no task could pass the filter; "
+                "set low <= high"
+            )
+        return self
+
+    def contains(self, acc: float) -> bool:
+        """Whether ``acc`` lies inside the band (both ends inclusive)."""
+        return self.low <= acc <= self.high
+
+
+class SamplingConfig(_Section):
+    """Sampling parameters of one generation request (spec §6)."""
+
+    temperature: float = Field(0.8, ge=0.0, le=5.0, description="0 means greedy decoding.")
+    top_p: float = Field(0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_new_tokens: int = Field(64, ge=1, le=65536, description="New tokens per sample at most.")
+    stop: tuple[str, ...] = Field(
+        default=(), description="Stop strings; the text is cut before the first one (spec §6)."
+    )
+
+
+class LoraConfig(_Section):
+    """Optional LoRA adapters (peft) for policy and reward model; off by default."""
+
+    enabled: bool = Field(False, description="Train LoRA adapters instead of all weights.")
+    r: int = Field(8, ge=1, le=1024, description="LoRA rank.")
+    alpha: int = Field(16, ge=1, description="LoRA scaling alpha.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="LoRA dropout.")
+    target_modules: tuple[str, ...] = Field(
+        ("q_proj", "k_proj", "v_proj", "o_proj"), description="Module names that get adapters."
+    )
+
+
+class ModelsConfig(_Section):
+    """Which models play policy, reward model and environment model, and how they generate."""
+
+    policy: str = Field(
+        "tiny:policy",
+        description="Local checkpoint dir, hub id (needs network), or 'tiny:<name>' to bootstrap a tiny local model.",
+    )
+    reward: str = Field("tiny:reward", description="Reward model (generative judge); same forms as policy.")
+    environment: str | None = Field(
+        None,
+        description="Environment model (task rewriter / failure summaries); None uses the parametric rewriter.",
+    )
+    backend: Backend = Field(Backend.AUTO, description="Generation backend (design §5).")
+    vllm_base_url: str | None = Field(
+        None, description="OpenAI-compatible vLLM endpoint, e.g. http://127.0.0.1:8000/v1."
+    )
+    vllm_tensor_parallel: int = Field(1, ge=1, description="Tensor parallel size for in-process vLLM.")
+    device: str = Field("auto", description="'auto', 'cpu' or 'cuda[:N]' for the transformers backend.")
+    generation_batch_size: int = Field(32, ge=1, description="Prompts per transformers generate call.")
+    warm_start: bool = Field(True, description="SFT tiny models on expert demonstrations before iteration 1.")
+    warm_start_epochs: int = Field(30, ge=0, description="Passes over the warm-start demonstrations.")
+    cache_dir: str = Field(".cache/models", description="Where bootstrapped tiny models are cached.")
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+
+
+class RolloutConfig(_Section):
+    """Policy rollouts per iteration (spec §1, §6)."""
+
+    tasks_per_iter: int = Field(4, ge=1, description="Active slots sampled per iteration (plus all pending).")
+    rollouts_per_task: int = Field(4, ge=1, description="n: rollouts per task.")
+    max_steps: int = Field(8, ge=1, description="Episode cut after this many agent steps.")
+    sampling: SamplingConfig = Field(
+        default_factory=lambda: SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24)
+    )
+
+
+class JudgeConfig(_Section):
+    """Reward-model step judgments (spec §1.2(b), §5)."""
+
+    m: int = Field(3, ge=1, description="Independent judgments per step.")
+    sampling: SamplingConfig = Field(
+        default_factory=lambda: SamplingConfig(temperature=0.8, top_p=1.0, max_new_tokens=24)
+    )
+
+
+class RewardConfig(_Section):
+    """Integrated and consistency rewards (spec §2.1, §2.2)."""
+
+    lam: float = Field(1.0, ge=0.0, description="λ: weight on the mean step score (paper knob; code uses 1).")
+    use_outcome: bool = Field(True, description="False sets O := 0 (step-wise-only ablation, spec §8.1).")
+    use_stepwise: bool = Field(True, description="False drops the step term (outcome-only ablation).")
+    std_eps: float = Field(1e-8, ge=0.0, description="Group std at or below this gives advantage 0.")
+    invalid_judgment_penalty: float = Field(-2.0, le=0.0, description="RM reward for an unparsable judgment.")
+    policy_acc_band: Band = Field(
+        default_factory=lambda: Band(low=0.125, high=0.875),
+        description="Tasks whose acc lies outside are dropped from policy data (setting defaults, spec §6).",
+    )
+    rm_acc_band: Band = Field(
+        default_factory=lambda: Band(low=0.2, high=0.8),
+        description="Tasks whose acc lies outside are dropped from RM data (setting defaults, spec §6).",
+    )
+
+
+class CodingConfig(_Section):
+    """Coding setting: unit-test-writing reward model and execution limits (spec §1.1, §2.3-2.5)."""
+
+    problems: str = Field("data/coding/problems.jsonl", description="Seed problem set (JSONL).")
+    eval_problems: str = Field("data/coding/eval.jsonl", description="Held-out problems for evaluation.")
+    unit_tests_per_task: int = Field(4, ge=1, description="K: unit tests the RM writes per task.")
+    unit_test_sampling: SamplingConfig = Field(
+        default_factory=lambda: SamplingConfig(temperature=0.8, top_p=1.0, max_new_tokens=64)
+    )
+    gt_time_limit_s: float = Field(1.0, gt=0.0, le=60.0, description="Per-test time limit for seed tasks.")
+    env_time_limit_s: float = Field(4.0, gt=0.0, le=60.0, description="Per-test limit for rewritten tasks.")
+    memory_limit_mb: int = Field(256, ge=16, description="Address-space limit per program.")
+    output_limit_kb: int = Field(256, ge=1, description="Largest stdout a program may write.")
+    max_parallel: int = Field(0, ge=0, description="Concurrent executions; 0 = number of cores.")
+    min_rewrite_tests: int = Field(4, ge=1, description="A rewritten problem needs at least this many tests.")
+    max_prompt_test_chars: int = Field(100, ge=1, description="Tests longer than this are left out of the env prompt.")
+
+
+class TextGameConfig(_Section):
+    """Text-game setting (TextWorld) task sets."""
+
+    tasks: str = Field("data/textworld/train.jsonl", description="Seed training task specs (JSONL).")
+    eval_tasks: str = Field("data/textworld/eval.jsonl", description="Held-out evaluation task specs.")
+    game_cache_dir: str = Field(".cache/games", description="Compiled games, cached by spec hash.")
+
+
+class AdaptationConfig(_Section):
+    """Environment task adaptation (spec §3)."""
+
+    enabled: bool = Field(True, description="False keeps the task set static (ablation).")
+    alpha_low: float = Field(0.2, ge=0.0, le=1.0, description="acc at/below this → make easier.")
+    alpha_high: float = Field(0.8, ge=0.0, le=1.0, description="acc at/above this → make harder.")
+    low_inclusive: bool = Field(True, description="Easier when acc <= alpha_low (coding uses acc < alpha_low).")
+    accept_band: Band = Field(
+        default_factory=lambda: Band(low=0.2, high=0.8),
+        description="Harder variants need new_acc >= low; easier ones new_acc <= high (spec §3).",
+    )
+    rewriter: RewriterKind = Field(RewriterKind.PARAMETRIC, description="Parametric or LLM rewriter.")
+    candidates: int = Field(3, ge=1, description="k: rewrite candidates per task; first valid wins.")
+    sampling: SamplingConfig = Field(
+        default_factory=lambda: SamplingConfig(temperature=0.8, top_p=1.0, max_new_tokens=256)
+    )
+
+    @model_validator(mode="after")
+    def _thresholds(self) -> Self:
+        if self.alpha_low >= self.alpha_high:
+            raise ValueError(
+                f"alpha_low={self.alpha_low} must be below alpha_high={self.alpha_high}: otherwise a task "
+                "could be both too easy and too hard"
+            )
+        return self
+
+
+class TrainConfig(_Section):
+    """One model's RL update (spec §4)."""
+
+    enabled: bool = Field(True, description="False freezes this model (e.g. frozen-RM ablation).")
+    lr: float = Field(1e-6, gt=0.0, lt=1.0, description="AdamW learning rate (constant).")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    eps: float = Field(1e-8, gt=0.0, description="AdamW epsilon.")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
+    clip_eps: float = Field(0.2, gt=0.0, lt=1.0, description="ε of the PPO clip.")
+    kl_beta: float = Field(0.01, ge=0.0, description="β of the k3 KL penalty against π_old.")
+    update_per_step: int = Field(4, ge=1, description="≈ optimizer steps per iteration.")
+    max_prompt_len: int = Field(2048, ge=1, description="Rows with longer prompts are dropped (counted).")
+    max_gen_len: int = Field(2048, ge=1, description="Responses are right-truncated to this (counted).")
+    grad_clip: float = Field(1.0, gt=0.0, description="Gradient norm clip.")
+    micro_batch_size: int = Field(8, ge=1, description="Rows per forward pass (memory knob only).")
+
+    @model_validator(mode="after")
+    def _betas(self) -> Self:
+        if not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ValueError(f"betas={self.betas} must each lie in [0, 1)")
+        return self
+
+
+class TrainingConfig(_Section):
+    """Policy and reward-model updates."""
+
+    policy: TrainConfig = Field(default_factory=lambda: TrainConfig(lr=1e-4))
+    reward: TrainConfig = Field(default_factory=lambda: TrainConfig(lr=1e-4))
+    keep_checkpoints: int = Field(2, ge=1, description="Keep the last N iterations' checkpoints.")
+    sft_lr: float = Field(3e-3, gt=0.0, lt=1.0, description="Learning rate of warm-start SFT.")
+
+
+class EvalConfig(_Section):
+    """Held-out evaluation (spec §1.2 step 5)."""
+
+    every: int = Field(2, ge=1, description="Evaluate every k iterations and after the last.")
+    rollouts_per_task: int = Field(2, ge=1, description="Rollouts per held-out task.")
+    max_steps: int = Field(10, ge=1, description="Episode cut for evaluation.")
+    sampling: SamplingConfig = Field(
+        default_factory=lambda: SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24)
+    )
+
+
+class TrackingConfig(_Section):
+    """MLflow tracking."""
+
+    mlflow_uri: str = Field("sqlite:///mlflow.db", description="MLflow tracking URI.")
+    experiment: str = Field("rlanything", description="MLflow experiment name.")
+
+
+class RunConfig(_Section):
+    """Everything one training run needs. Its hash identifies the run's configuration."""
+
+    setting: Setting = Field(Setting.TEXTGAME, description="Which setting to train on.")
+    seed: int = Field(10086, description="Master seed (spec §4); every stage derives its own.")
+    iterations: int = Field(3, ge=1, description="RL iterations (one iteration = one RL step).")
+    artifact_root: str = Field("runs", description="Local path or s3:// URI for artifacts.")
+    threads: int = Field(2, ge=1, description="torch threads on CPU (determinism needs a fixed value).")
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    adaptation: AdaptationConfig = Field(default_factory=AdaptationConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    evaluation: EvalConfig = Field(default_factory=EvalConfig)
+    textgame: TextGameConfig = Field(default_factory=TextGameConfig)
+    coding: CodingConfig = Field(default_factory=CodingConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _setting_defaults(cls, data: Any) -> Any:
+        """Fill the per-setting defaults of spec §6 for keys the user did not set."""
+        if not isinstance(data, dict):
+            return data
+        setting = Setting(data.get("setting", Setting.TEXTGAME))
+        defaults = _SETTING_DEFAULTS[setting]
+        return _deep_merge(defaults, data)
+
+    def config_hash(self) -> str:
+        """Stable sha256 of the canonical JSON of the whole config."""
+        return hash_jsonable(self.model_dump(mode="json"))
+
+    def section_hash(self, *names: str) -> str:
+        """Stable hash of some top-level sections (a stage's slice of the config)."""
+        dumped = self.model_dump(mode="json")
+        return hash_jsonable({name: dumped[name] for name in names})
+
+
+# Spec §6: the accuracy filters and thresholds differ by setting.
+_SETTING_DEFAULTS: dict[Setting, dict[str, Any]] = {
+    Setting.TEXTGAME: {
+        "reward": {"policy_acc_band": {"low": 0.125, "high": 0.875}, "rm_acc_band": {"low": 0.2, "high": 0.8}},
+        "adaptation": {"low_inclusive": True},
+    },
+    Setting.CODING: {
+        "reward": {"policy_acc_band": {"low": 0.2, "high": 0.8}, "rm_acc_band": {"low": 0.0, "high": 1.0}},
+        "adaptation": {"low_inclusive": False},
+        "rollout": {"max_steps": 1},
+    },
+    Setting.GUI: {
+        "reward": {"policy_acc_band": {"low": 0.0, "high": 1.0}, "rm_acc_band": {"low": 0.2, "high": 0.8}},
+        "adaptation": {"low_inclusive": True},
+    },
+}
+
+PRESETS: tuple[str, ...] = ("default", "coding", "gui", "paper-textgame", "paper-coding", "paper-gui", "test")
+
+
+def hash_jsonable(value: Any) -> str:
+    """sha256 hex digest of canonical JSON (sorted keys, no whitespace)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override '{dotted}': '{part}' is a value, not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse one ``key=value`` override; the value is read as YAML (``4``, ``true``, ``[a, b]``)."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"override '{text}' is not of the form key=value (e.g. rollout.max_steps=12)")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override '{text}': value is not valid YAML ({exc.__class__.__name__})") from exc
+    return key, value
+
+
+def preset_dict(name: str) -> dict[str, Any]:
+    """The raw dict of a shipped preset (``rla_core/presets/<name>.yaml``)."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset '{name}'; choose one of: {', '.join(PRESETS)}")
+    text = resources.files("rla_core").joinpath("presets", f"{name}.yaml").read_text(encoding="utf-8")
+    loaded = yaml.safe_load(text) or {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"preset '{name}' is not a mapping")
+    return loaded
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file into a dict, with specific errors for missing or malformed files."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file '{p}' does not exist; pass an existing YAML file to --config")
+    try:
+        loaded = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file '{p}' is not valid YAML: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file '{p}' must contain a mapping at the top level")
+    return loaded
+
+
+def build_config(data: dict[str, Any]) -> RunConfig:
+    """Validate a raw dict into a :class:`RunConfig`, turning pydantic errors into one ConfigError."""
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "<root>"
+            if err["type"] == "extra_forbidden":
+                problems.append(f"unknown key '{where}' (check the spelling; see docs/configuration.md)")
+            else:
+                problems.append(f"'{where}': {err['msg']} (got {err.get('input')!r})")
+        raise ConfigError("invalid config: " + "; ".join(problems)) from None
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    preset: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> RunConfig:
+    """Load a config: preset (or the embedded default), then the YAML file, then ``key=value`` overrides.
+
+    A YAML file may name its own base with a top-level ``preset: NAME`` key.
+    """
+    file_data = read_config_file(path) if path is not None else {}
+    base_name = preset or file_data.pop("preset", None) or "default"
+    data = _deep_merge(preset_dict(str(base_name)), file_data)
+    for text in overrides:
+        key, value = parse_override(text)
+        _set_dotted(data, key, value)
+    return build_config(data)

@@ -1,0 +1,50 @@
+"""Typed errors of rlanything.
+
+Every error says what was wrong, where, and how to fix it. The CLI prints ``str(error)`` as one line.
+"""
+
+from __future__ import annotations
+
+
+class RlaError(Exception):
+    """Base class of every error rlanything raises on purpose."""
+
+
+class ConfigError(RlaError):
+    """The run configuration is invalid (unknown key, wrong type, out-of-range value)."""
+
+
+class SchemaError(RlaError):
+    """An artifact frame does not match its declared schema."""
+
+
+class ArtifactError(RlaError):
+    """An artifact is missing, corrupt, or cannot be written."""
+
+
+class RegistryError(RlaError):
+    """A task-registry operation is invalid (unknown slot, wrong status transition)."""
+
+
+class ParseError(RlaError):
+    """A model output could not be parsed where a valid value is mandatory."""
+
+
+class ModelError(RlaError):
+    """A model or checkpoint cannot be loaded, or a generation/training request is invalid."""
+
+
+class EnvironmentSpecError(RlaError):
+    """A task spec cannot be turned into a playable environment."""
+
+
+class SandboxError(RlaError):
+    """The code sandbox could not be set up (not: the program under test failed)."""
+
+
+class RunLockedError(RlaError):
+    """Another live process holds the run's lock."""
+
+
+class RunNotFoundError(RlaError):
+    """No run with that id exists under the artifact root."""

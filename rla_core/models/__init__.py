@@ -1,0 +1,1 @@
+"""rla_core/models."""

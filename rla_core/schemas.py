@@ -1,0 +1,270 @@
+"""Artifact schemas: every Parquet artifact's columns and dtypes, declared once (design §4).
+
+Each schema carries a version. :func:`validate` checks a frame on write and on read and raises a
+:class:`~rla_core.errors.SchemaError` listing missing, extra and mistyped columns. Every column is
+documented in ``docs/data-dictionary.md`` (a test checks that the two agree).
+
+Example:
+    >>> import polars as pl
+    >>> df = empty_frame("eval")
+    >>> validate("eval", df).columns[:3]
+    ['iteration', 'task_id', 'rollout_id']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from rla_core.errors import SchemaError
+
+SCHEMA_VERSION = 1
+
+Str = pl.String
+I64 = pl.Int64
+F64 = pl.Float64
+Bool = pl.Boolean
+
+
+@dataclass(frozen=True)
+class ArtifactSchema:
+    """Name, version and ordered columns of one artifact."""
+
+    name: str
+    version: int
+    columns: dict[str, pl.DataType]
+    description: str
+
+    @property
+    def polars_schema(self) -> pl.Schema:
+        return pl.Schema(self.columns)
+
+    def fingerprint(self) -> str:
+        """A short string that changes whenever a column name or dtype changes."""
+        return ";".join(f"{name}:{dtype}" for name, dtype in self.columns.items()) + f"@v{self.version}"
+
+
+def _schema(name: str, description: str, columns: dict[str, pl.DataType]) -> ArtifactSchema:
+    return ArtifactSchema(name=name, version=SCHEMA_VERSION, columns=columns, description=description)
+
+
+SCHEMAS: dict[str, ArtifactSchema] = {
+    s.name: s
+    for s in [
+        _schema(
+            "tasks",
+            "Task registry events: one row per task-version status change (append-only).",
+            {
+                "event_id": I64,
+                "iteration": I64,
+                "event": Str,
+                "slot_id": Str,
+                "task_id": Str,
+                "version": I64,
+                "root_task_id": Str,
+                "parent_task_id": Str,
+                "status": Str,
+                "env": Str,
+                "spec": Str,
+                "goal": Str,
+                "prev_acc": F64,
+                "acc_after": F64,
+                "created_iter": I64,
+                "accepted_iter": I64,
+            },
+        ),
+        _schema(
+            "rollouts",
+            "Policy rollouts: one row per agent step (coding: one step per program).",
+            {
+                "iteration": I64,
+                "task_id": Str,
+                "slot_id": Str,
+                "pending": Bool,
+                "rollout_id": I64,
+                "step": I64,
+                "prompt": Str,
+                "response": Str,
+                "action": Str,
+                "action_valid": Bool,
+                "invalid_reason": Str,
+                "next_observation": Str,
+                "expert_actions": Str,
+                "done": Bool,
+                "outcome": F64,
+                "score": F64,
+                "prompt_tokens": I64,
+                "response_tokens": I64,
+            },
+        ),
+        _schema(
+            "judgments",
+            "Reward-model step judgments: one row per (step, judge sample).",
+            {
+                "iteration": I64,
+                "task_id": Str,
+                "rollout_id": I64,
+                "step": I64,
+                "judge_idx": I64,
+                "prompt": Str,
+                "response": Str,
+                "score": F64,
+                "parse_error": Str,
+            },
+        ),
+        _schema(
+            "unit_tests",
+            "Reward-model-written unit tests (coding): one row per generated test.",
+            {
+                "iteration": I64,
+                "task_id": Str,
+                "test_idx": I64,
+                "prompt": Str,
+                "response": Str,
+                "test_input": Str,
+                "test_output": Str,
+                "valid": Bool,
+                "invalid_reason": Str,
+            },
+        ),
+        _schema(
+            "executions",
+            "Sandboxed executions (coding): one row per program × test.",
+            {
+                "iteration": I64,
+                "task_id": Str,
+                "rollout_id": I64,
+                "test_kind": Str,
+                "test_idx": I64,
+                "passed": Bool,
+                "error_kind": Str,
+                "wall_s": F64,
+            },
+        ),
+        _schema(
+            "policy_samples",
+            "Kept policy training rows with their reward and advantage.",
+            {
+                "iteration": I64,
+                "task_id": Str,
+                "rollout_id": I64,
+                "step": I64,
+                "reward": F64,
+                "advantage": F64,
+                "prompt": Str,
+                "response": Str,
+            },
+        ),
+        _schema(
+            "reward_samples",
+            "Kept reward-model training rows (coding: step holds test_idx).",
+            {
+                "iteration": I64,
+                "task_id": Str,
+                "rollout_id": I64,
+                "step": I64,
+                "judge_idx": I64,
+                "reward": F64,
+                "advantage": F64,
+                "prompt": Str,
+                "response": Str,
+            },
+        ),
+        _schema(
+            "decisions",
+            "Pending task variants decided this iteration.",
+            {
+                "iteration": I64,
+                "slot_id": Str,
+                "task_id": Str,
+                "goal": Str,
+                "prev_acc": F64,
+                "acc_after": F64,
+                "accepted": Bool,
+                "reason": Str,
+            },
+        ),
+        _schema(
+            "proposals",
+            "Environment-model rewrite candidates, valid or not, with the reason for rejection.",
+            {
+                "iteration": I64,
+                "slot_id": Str,
+                "parent_task_id": Str,
+                "candidate_idx": I64,
+                "goal": Str,
+                "prev_acc": F64,
+                "critic_feedback": Str,
+                "spec": Str,
+                "valid": Bool,
+                "invalid_reason": Str,
+                "chosen": Bool,
+            },
+        ),
+        _schema(
+            "eval",
+            "Held-out evaluation episodes.",
+            {
+                "iteration": I64,
+                "task_id": Str,
+                "rollout_id": I64,
+                "outcome": F64,
+                "steps": I64,
+                "invalid_actions": I64,
+            },
+        ),
+    ]
+}
+
+
+def get_schema(name: str) -> ArtifactSchema:
+    """The schema of artifact ``name``; a SchemaError lists the known names otherwise."""
+    try:
+        return SCHEMAS[name]
+    except KeyError:
+        raise SchemaError(f"unknown artifact '{name}'; known artifacts: {', '.join(SCHEMAS)}") from None
+
+
+def empty_frame(name: str) -> pl.DataFrame:
+    """An empty frame with exactly the artifact's columns and dtypes."""
+    return pl.DataFrame(schema=get_schema(name).polars_schema)
+
+
+def validate(name: str, df: pl.DataFrame, *, where: str = "") -> pl.DataFrame:
+    """Check ``df`` against artifact ``name`` and return it with columns in schema order.
+
+    Raises SchemaError listing every missing, extra and mistyped column. Integer and float columns
+    whose dtype differs only in width (Int32 vs Int64) are cast; a Null-typed column (all values
+    null) is cast to the declared dtype.
+    """
+    schema = get_schema(name)
+    missing = [c for c in schema.columns if c not in df.columns]
+    extra = [c for c in df.columns if c not in schema.columns]
+    mistyped: list[str] = []
+    casts: list[pl.Expr] = []
+    for col, want in schema.columns.items():
+        if col not in df.columns:
+            continue
+        have = df.schema[col]
+        if have == want:
+            continue
+        if have == pl.Null or (have.is_numeric() and want.is_numeric() and (have.is_integer() or want.is_float())):
+            casts.append(pl.col(col).cast(want))
+        else:
+            mistyped.append(f"{col} is {have}, expected {want}")
+    if missing or extra or mistyped:
+        parts = []
+        if missing:
+            parts.append(f"missing columns {missing}")
+        if extra:
+            parts.append(f"extra columns {extra}")
+        if mistyped:
+            parts.append(f"mistyped columns [{'; '.join(mistyped)}]")
+        loc = f" at {where}" if where else ""
+        raise SchemaError(
+            f"artifact '{name}'{loc} does not match schema v{schema.version}: " + ", ".join(parts)
+        )
+    if casts:
+        df = df.with_columns(casts)
+    return df.select(list(schema.columns))
