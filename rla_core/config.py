@@ -114,6 +114,7 @@ class ModelsConfig(_Section):
     vllm_tensor_parallel: int = Field(1, ge=1, description="Tensor parallel size for in-process vLLM.")
     device: str = Field("auto", description="'auto', 'cpu' or 'cuda[:N]' for the transformers backend.")
     generation_batch_size: int = Field(32, ge=1, description="Prompts per transformers generate call.")
+    history_turns: int = Field(2, ge=0, description="Earlier (observation, action) turns shown in the policy prompt.")
     warm_start: bool = Field(True, description="SFT tiny models on expert demonstrations before iteration 1.")
     warm_start_epochs: int = Field(30, ge=0, description="Passes over the warm-start demonstrations.")
     cache_dir: str = Field(".cache/models", description="Where bootstrapped tiny models are cached.")
@@ -173,7 +174,9 @@ class CodingConfig(_Section):
     output_limit_kb: int = Field(256, ge=1, description="Largest stdout a program may write.")
     max_parallel: int = Field(0, ge=0, description="Concurrent executions; 0 = number of cores.")
     min_rewrite_tests: int = Field(4, ge=1, description="A rewritten problem needs at least this many tests.")
-    max_prompt_test_chars: int = Field(100, ge=1, description="Tests longer than this are left out of the env prompt.")
+    max_prompt_test_chars: int = Field(
+        100, ge=1, description="Tests longer than this are left out of the env prompt."
+    )
 
 
 class TextGameConfig(_Section):
@@ -190,7 +193,9 @@ class AdaptationConfig(_Section):
     enabled: bool = Field(True, description="False keeps the task set static (ablation).")
     alpha_low: float = Field(0.2, ge=0.0, le=1.0, description="acc at/below this → make easier.")
     alpha_high: float = Field(0.8, ge=0.0, le=1.0, description="acc at/above this → make harder.")
-    low_inclusive: bool = Field(True, description="Easier when acc <= alpha_low (coding uses acc < alpha_low).")
+    low_inclusive: bool = Field(
+        True, description="Easier when acc <= alpha_low (coding uses acc < alpha_low)."
+    )
     accept_band: Band = Field(
         default_factory=lambda: Band(low=0.2, high=0.8),
         description="Harder variants need new_acc >= low; easier ones new_acc <= high (spec §3).",
@@ -290,20 +295,43 @@ class RunConfig(_Section):
         defaults = _SETTING_DEFAULTS[setting]
         return _deep_merge(defaults, data)
 
+    @model_validator(mode="after")
+    def _rewriter_needs_model(self) -> Self:
+        if self.adaptation.enabled and self.adaptation.rewriter is RewriterKind.LLM and self.models.environment is None:
+            raise ValueError(
+                "adaptation.rewriter=llm needs an environment model: set models.environment (a checkpoint, "
+                "hub id or tiny:<name>) or use adaptation.rewriter=parametric"
+            )
+        if self.adaptation.enabled and self.setting is Setting.CODING and self.adaptation.rewriter is RewriterKind.PARAMETRIC:
+            raise ValueError(
+                "coding problems have no generation parameters to move: set adaptation.rewriter=llm with "
+                "models.environment, or adaptation.enabled=false for a static problem set"
+            )
+        return self
+
     def config_hash(self) -> str:
         """Stable sha256 of the canonical JSON of the whole config."""
         return hash_jsonable(self.model_dump(mode="json"))
 
     def section_hash(self, *names: str) -> str:
-        """Stable hash of some top-level sections (a stage's slice of the config)."""
-        dumped = self.model_dump(mode="json")
-        return hash_jsonable({name: dumped[name] for name in names})
+        """Stable hash of a stage's slice of the config: top-level sections or dotted keys (``training.sft_lr``)."""
+        dumped: Any = self.model_dump(mode="json")
+        picked: dict[str, Any] = {}
+        for name in names:
+            node = dumped
+            for part in name.split("."):
+                node = node[part]
+            picked[name] = node
+        return hash_jsonable(picked)
 
 
 # Spec §6: the accuracy filters and thresholds differ by setting.
 _SETTING_DEFAULTS: dict[Setting, dict[str, Any]] = {
     Setting.TEXTGAME: {
-        "reward": {"policy_acc_band": {"low": 0.125, "high": 0.875}, "rm_acc_band": {"low": 0.2, "high": 0.8}},
+        "reward": {
+            "policy_acc_band": {"low": 0.125, "high": 0.875},
+            "rm_acc_band": {"low": 0.2, "high": 0.8},
+        },
         "adaptation": {"low_inclusive": True},
     },
     Setting.CODING: {
@@ -417,3 +445,98 @@ def load_config(
         key, value = parse_override(text)
         _set_dotted(data, key, value)
     return build_config(data)
+
+
+# ---- reference documentation (docs/configuration.md is generated from the field descriptions) ----
+
+REFERENCE_BEGIN = "<!-- BEGIN GENERATED REFERENCE (python -m rla_core.config docs/configuration.md) -->"
+REFERENCE_END = "<!-- END GENERATED REFERENCE -->"
+
+
+def _type_label(annotation: Any) -> str:
+    if isinstance(annotation, type) and issubclass(annotation, StrEnum):
+        return " \\| ".join(f"`{m.value}`" for m in annotation)
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "").replace("|", "\\|")
+
+
+def _reference_rows(model: type[BaseModel], values: dict[str, Any], prefix: str) -> list[str]:
+    rows = []
+    for name, info in model.model_fields.items():
+        key = f"{prefix}{name}"
+        annotation = info.annotation
+        description = (info.description or "").replace("|", "\\|").replace("<", "\\<")
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if description:
+                rows.append(f"| `{key}` | section | | {description} |")
+            rows.extend(_reference_rows(annotation, values[name], f"{key}."))
+        else:
+            default = json.dumps(values[name], ensure_ascii=False).replace("|", "\\|")
+            rows.append(f"| `{key}` | {_type_label(annotation)} | `{default}` | {description} |")
+    return rows
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.extend(_flatten(value, f"{prefix}{key}."))
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+def config_reference_markdown() -> str:
+    """The generated part of ``docs/configuration.md``: every section and field, per-setting defaults, presets.
+
+    Defaults are those of the embedded default (``setting: textgame``); keys that differ by setting
+    are listed in their own table.
+    """
+    defaults = RunConfig().model_dump(mode="json")
+    lines = [REFERENCE_BEGIN, ""]
+    top = [(n, f) for n, f in RunConfig.model_fields.items()]
+    lines += ["### Top level", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+    for name, info in top:
+        annotation = info.annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            default = json.dumps(defaults[name], ensure_ascii=False)
+            lines.append(f"| `{name}` | {_type_label(annotation)} | `{default}` | {info.description or ''} |")
+    for name, info in top:
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            lines += ["", f"### `{name}`: {annotation.__doc__ or ''}".rstrip(), ""]
+            lines += ["| key | type | default | meaning |", "|---|---|---|---|"]
+            lines += _reference_rows(annotation, defaults[name], f"{name}.")
+    lines += ["", "### Per-setting defaults (spec §6)", "", "Filled in for keys a config does not set."]
+    lines += ["", "| setting | key | value |", "|---|---|---|"]
+    for setting, values in _SETTING_DEFAULTS.items():
+        for key, value in _flatten(values):
+            lines.append(f"| `{setting.value}` | `{key}` | `{json.dumps(value)}` |")
+    lines += ["", "### Presets (`rla_core/presets/<name>.yaml`)", "", "| preset | what it is |", "|---|---|"]
+    for name in PRESETS:
+        text = resources.files("rla_core").joinpath("presets", f"{name}.yaml").read_text(encoding="utf-8")
+        first = next((ln.lstrip("# ").strip() for ln in text.splitlines() if ln.startswith("#")), "")
+        lines.append(f"| `{name}` | {first} |")
+    lines += ["", REFERENCE_END]
+    return "\n".join(lines)
+
+
+def write_config_reference(path: str | Path) -> None:
+    """Replace the generated block of a markdown file (between the REFERENCE markers) with the current one."""
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    start, end = text.find(REFERENCE_BEGIN), text.find(REFERENCE_END)
+    if start < 0 or end < start:
+        raise ConfigError(
+            f"'{p}' has no generated-reference markers; add '{REFERENCE_BEGIN}' and '{REFERENCE_END}'"
+        )
+    p.write_text(
+        text[:start] + config_reference_markdown() + text[end + len(REFERENCE_END) :], encoding="utf-8"
+    )
+
+
+if __name__ == "__main__":
+    import sys
+
+    write_config_reference(sys.argv[1] if len(sys.argv) > 1 else "docs/configuration.md")

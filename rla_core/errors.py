@@ -48,3 +48,11 @@ class RunLockedError(RlaError):
 
 class RunNotFoundError(RlaError):
     """No run with that id exists under the artifact root."""
+
+
+class BrowserError(RlaError):
+    """A headless browser (GUI setting) could not be started, or a call to it failed or timed out."""
+
+
+class BrowserStartError(BrowserError):
+    """A headless browser could not be started at all (missing or broken binary, driver mismatch)."""

@@ -21,10 +21,12 @@ from rla_core.errors import SchemaError
 
 SCHEMA_VERSION = 1
 
-Str = pl.String
-I64 = pl.Int64
-F64 = pl.Float64
-Bool = pl.Boolean
+# Instances (not classes) so the column maps are typed ``dict[str, pl.DataType]``; they compare equal to
+# the classes (``pl.String() == pl.String``).
+Str: pl.DataType = pl.String()
+I64: pl.DataType = pl.Int64()
+F64: pl.DataType = pl.Float64()
+Bool: pl.DataType = pl.Boolean()
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,9 @@ def validate(name: str, df: pl.DataFrame, *, where: str = "") -> pl.DataFrame:
         have = df.schema[col]
         if have == want:
             continue
-        if have == pl.Null or (have.is_numeric() and want.is_numeric() and (have.is_integer() or want.is_float())):
+        if have == pl.Null or (
+            have.is_numeric() and want.is_numeric() and (have.is_integer() or want.is_float())
+        ):
             casts.append(pl.col(col).cast(want))
         else:
             mistyped.append(f"{col} is {have}, expected {want}")

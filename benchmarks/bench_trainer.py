@@ -1,0 +1,54 @@
+"""Rows/s of rl_update and sft on the default tiny policy.
+
+Run: .venv/bin/python benchmarks/bench_trainer.py   (~1 min on 2 cores)
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+from rla_core.config import LoraConfig, TrainConfig
+from rla_core.models.bootstrap import ensure_tiny_model
+from rla_core.models.trainer import rl_update, sft
+
+N_ROWS = 64
+
+
+def main() -> None:
+    prompts = [
+        f"You are in room {i}. Goal: take the key and open the chest. Admissible: 0. go 1. take"
+        for i in range(N_ROWS)
+    ]
+    responses = [f" I take the key. Action: \\boxed{{{i % 4}}}" for i in range(N_ROWS)]
+    advantages = [1.0 if i % 2 else -1.0 for i in range(N_ROWS)]
+    rows = pl.DataFrame({"prompt": prompts, "response": responses, "advantage": advantages})
+    with tempfile.TemporaryDirectory() as tmp:
+        model = ensure_tiny_model("policy", corpus=prompts + responses, cache_dir=Path(tmp) / "cache")
+        cfg = TrainConfig(lr=1e-4, update_per_step=4, micro_batch_size=8)
+        # Warm-up: the first call pays for importing torch/transformers/trl, which is not training speed.
+        rl_update(model, rows.head(2), cfg=cfg, out_dir=Path(tmp) / "warm", seed=0, lora=LoraConfig())
+        t = time.perf_counter()
+        m = rl_update(model, rows, cfg=cfg, out_dir=Path(tmp) / "rl", seed=0, lora=LoraConfig())
+        dt = time.perf_counter() - t
+        print(
+            f"rl_update: {N_ROWS} rows, {m['optimizer_steps']:.0f} steps in {dt:.2f}s = {N_ROWS / dt:.1f} rows/s"
+        )
+        t = time.perf_counter()
+        m = rl_update(
+            model, rows, cfg=cfg, out_dir=Path(tmp) / "rl-lora", seed=0, lora=LoraConfig(enabled=True)
+        )
+        dt = time.perf_counter() - t
+        print(f"rl_update+LoRA: {N_ROWS} rows in {dt:.2f}s = {N_ROWS / dt:.1f} rows/s")
+        epochs = 3
+        t = time.perf_counter()
+        sft(model, rows.drop("advantage"), out_dir=Path(tmp) / "sft", epochs=epochs, lr=3e-3, seed=0)
+        dt = time.perf_counter() - t
+        print(f"sft: {N_ROWS} rows x {epochs} epochs in {dt:.2f}s = {N_ROWS * epochs / dt:.1f} rows/s")
+
+
+if __name__ == "__main__":
+    main()

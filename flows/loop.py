@@ -1,0 +1,112 @@
+"""The RLAnything training loop as Prefect flows — read it next to the paper's algorithm box.
+
+One iteration is one RL step (spec §1):
+
+    rollout  → judge (text games) | write_tests + execute (coding)
+             → label (integrated + consistency rewards; accept/reject last step's pending tasks)
+             → adapt (critic feedback → harder/easier variants, pending for the next step)
+             → train_policy → train_reward → evaluate (every k iterations and after the last)
+
+Ablation switches (paper Table 1 rows, Fig. 1): ``reward.use_outcome`` / ``reward.use_stepwise``
+(in the label stage), ``training.reward.enabled=false`` (frozen reward model) and
+``adaptation.enabled=false`` (static environment).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prefect import flow
+
+from rla_core.config import RunConfig, Setting
+from tasks.adapt import adapt
+from tasks.bootstrap import bootstrap
+from tasks.evaluate import evaluate
+from tasks.execute import execute
+from tasks.judge import judge
+from tasks.label import label
+from tasks.rollout import rollout
+from tasks.seed_tasks import seed_tasks
+from tasks.stage import RunContext, StageRef
+from tasks.train_policy import train_policy
+from tasks.train_reward import train_reward
+from tasks.write_tests import write_tests
+
+# Stage order within an iteration, per setting: what `rla resume --from-stage` invalidates downstream.
+STAGE_ORDER: dict[Setting, tuple[str, ...]] = {
+    Setting.TEXTGAME: ("rollout", "judge", "label", "adapt", "train_policy", "train_reward", "evaluate"),
+    Setting.CODING: (
+        "rollout",
+        "write_tests",
+        "execute",
+        "label",
+        "adapt",
+        "train_policy",
+        "train_reward",
+        "evaluate",
+    ),
+    Setting.GUI: ("rollout", "judge", "label", "adapt", "train_policy", "train_reward", "evaluate"),
+}
+SETUP_STAGES: tuple[str, ...] = ("seed_tasks", "bootstrap")
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """What one iteration hands to the next: the current checkpoints and the task registry."""
+
+    policy: StageRef  # stage whose 'policy' checkpoint is current
+    reward_model: StageRef  # stage whose 'reward' checkpoint is current
+    tasks: StageRef  # stage whose 'tasks' frame is the current registry
+    models: StageRef  # the bootstrap stage (frozen environment model, when one is configured)
+
+
+def eval_due(cfg: RunConfig, iteration: int) -> bool:
+    """Evaluate every ``evaluation.every`` iterations and after the last one."""
+    return iteration % cfg.evaluation.every == 0 or iteration == cfg.iterations
+
+
+@flow(name="rlanything-iteration", flow_run_name="{run.run_id}-iter{iteration}")
+def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopState:
+    """One RL step of RLAnything (spec §1)."""
+    cfg = run.config
+    # 1. Policy rollouts on sampled active tasks plus last step's pending variants.
+    rollouts = rollout(run, iteration, tasks=state.tasks, policy=state.policy)
+    # 2. Reward-model signals: step judgments (text games, GUI) or written unit tests run in the sandbox.
+    if cfg.setting is Setting.CODING:
+        unit_tests = write_tests(
+            run, iteration, rollouts=rollouts, tasks=state.tasks, reward_model=state.reward_model
+        )
+        executions = execute(run, iteration, rollouts=rollouts, unit_tests=unit_tests, tasks=state.tasks)
+        signals = {"unit_tests": unit_tests, "executions": executions}
+    else:
+        signals = {"judgments": judge(run, iteration, rollouts=rollouts, reward_model=state.reward_model)}
+    # 3. Labels: integrated policy rewards, reward-model consistency rewards, pending-task decisions.
+    labels = label(run, iteration, rollouts=rollouts, tasks=state.tasks, **signals)
+    # 4. Environment adaptation: rewrite too-easy / too-hard tasks (skipped for a static environment).
+    tasks = (
+        adapt(run, iteration, rollouts=rollouts, tasks=labels, models=state.models, **signals)
+        if cfg.adaptation.enabled
+        else labels
+    )
+    # 5. Train the policy, then the reward model (unless frozen).
+    policy = train_policy(run, iteration, samples=labels, policy=state.policy)
+    reward_model = (
+        train_reward(run, iteration, samples=labels, reward_model=state.reward_model)
+        if cfg.training.reward.enabled
+        else state.reward_model
+    )
+    # 6. Held-out evaluation of the new policy.
+    if eval_due(cfg, iteration):
+        evaluate(run, iteration, policy=policy)
+    return LoopState(policy=policy, reward_model=reward_model, tasks=tasks, models=state.models)
+
+
+@flow(name="rlanything", flow_run_name="{run.run_id}")
+def training_loop(run: RunContext) -> LoopState:
+    """Seed the task registry, bootstrap and warm-start the models, then run the iterations."""
+    tasks = seed_tasks(run, 0)
+    models = bootstrap(run, 0)
+    state = LoopState(policy=models, reward_model=models, tasks=tasks, models=models)
+    for iteration in range(1, run.config.iterations + 1):
+        state = iteration_flow(run, iteration, state)
+    return state

@@ -1,0 +1,93 @@
+"""Per-iteration metrics and evaluation rows computed from artifacts (pure; design §4, issue 6 metrics list).
+
+Every function reads documented artifact columns and returns plain floats keyed by MLflow metric
+names (``policy/…``, ``reward_model/…``, ``env/…``). A metric with no data is left out rather than
+reported as a fabricated 0.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import polars as pl
+
+from rla_core.config import Band
+from rla_core.schemas import validate
+
+_EPISODE = ["task_id", "rollout_id"]
+
+
+def _mean(series: pl.Series) -> float:
+    """Mean of a numeric or boolean series as a float (0 rows → nan; callers check emptiness first)."""
+    value = series.cast(pl.Float64).mean()
+    return float(cast(float, value)) if value is not None else float("nan")
+
+
+def episodes(rollouts: pl.DataFrame) -> pl.DataFrame:
+    """One row per rollout: task_id, rollout_id, pending, outcome, steps, invalid_actions.
+
+    Reads 'rollouts' task_id, rollout_id, pending, outcome, action_valid.
+    """
+    return (
+        rollouts.group_by(_EPISODE)
+        .agg(
+            pending=pl.col("pending").first(),
+            outcome=pl.col("outcome").first(),
+            steps=pl.len().cast(pl.Int64),
+            invalid_actions=(~pl.col("action_valid")).sum().cast(pl.Int64),
+        )
+        .sort(_EPISODE)
+    )
+
+
+def rollout_metrics(rollouts: pl.DataFrame) -> dict[str, float]:
+    """policy/success_rate, policy/mean_steps, policy/invalid_action_rate, env/tasks_played, env/pending_played.
+
+    Example: two rollouts, one won in 1 step and one lost after 3 steps with one invalid action →
+    success_rate 0.5, mean_steps 2.0, invalid_action_rate 1/4.
+    """
+    if rollouts.height == 0:
+        return {"env/tasks_played": 0.0}
+    eps = episodes(rollouts)
+    return {
+        "policy/success_rate": _mean(eps["outcome"] > 0),
+        "policy/mean_steps": _mean(eps["steps"]),
+        "policy/invalid_action_rate": _mean(~rollouts["action_valid"]),
+        "env/tasks_played": float(rollouts["task_id"].n_unique()),
+        "env/pending_played": float(rollouts.filter(pl.col("pending"))["task_id"].n_unique()),
+    }
+
+
+def band_share(acc: pl.DataFrame, band: Band) -> dict[str, float]:
+    """env/share_in_band: share of played tasks whose acc lies in ``band`` (inclusive), and env/mean_task_acc."""
+    if acc.height == 0:
+        return {}
+    inside = acc.filter((pl.col("acc") >= band.low) & (pl.col("acc") <= band.high)).height
+    return {"env/share_in_band": inside / acc.height, "env/mean_task_acc": _mean(acc["acc"])}
+
+
+def judgment_metrics(judgments: pl.DataFrame) -> dict[str, float]:
+    """reward_model/parse_failure_rate and reward_model/positive_rate over all judgments."""
+    if judgments.height == 0:
+        return {}
+    parsed = judgments.filter(pl.col("score").is_not_null())
+    out = {"reward_model/parse_failure_rate": 1.0 - parsed.height / judgments.height}
+    if parsed.height:
+        out["reward_model/positive_rate"] = _mean(parsed["score"] > 0)
+    return out
+
+
+def eval_rows(rollouts: pl.DataFrame, *, iteration: int) -> pl.DataFrame:
+    """Artifact 'eval' from evaluation rollouts: one row per episode (outcome, steps, invalid_actions)."""
+    eps = episodes(rollouts).drop("pending").with_columns(iteration=pl.lit(iteration, dtype=pl.Int64))
+    return validate("eval", eps, where="eval_rows")
+
+
+def eval_metrics(evals: pl.DataFrame) -> dict[str, float]:
+    """policy/eval_success_rate and policy/eval_mean_steps."""
+    if evals.height == 0:
+        return {}
+    return {
+        "policy/eval_success_rate": _mean(evals["outcome"] > 0),
+        "policy/eval_mean_steps": _mean(evals["steps"]),
+    }

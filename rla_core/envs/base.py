@@ -1,0 +1,64 @@
+"""The environment interfaces every setting's games implement (design §5, docs/architecture.md).
+
+Protocols only (no inheritance): an :class:`Environment` turns a task spec (a JSON-able dict) and a
+seed into an :class:`Episode`; an episode exposes the goal text, the current observation, the
+admissible actions shown to the policy, and the engine's expert next actions (the judge's ground
+truth for step accuracy, spec §7 "Process Acc").
+
+Example:
+    >>> from rla_core.envs.base import StepResult
+    >>> StepResult(observation="You take the key.", done=False, won=False).done
+    False
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one action did: the next observation, whether the episode ended, and whether it was won."""
+
+    observation: str
+    done: bool
+    won: bool
+
+
+class Episode(Protocol):
+    """One playable game instance; actions are plain command strings."""
+
+    instruction: str
+    observation: str
+    admissible_actions: list[str]
+
+    def step(self, action: str) -> StepResult:
+        """Apply ``action`` and return its result; updates ``observation`` and ``admissible_actions``."""
+        ...
+
+    def expert_actions(self) -> list[str]:
+        """Optimal next actions from the current state (empty once won)."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine's resources."""
+        ...
+
+
+class Environment(Protocol):
+    """A family of tasks given by specs; creates episodes and expert demonstrations."""
+
+    name: str
+
+    def validate_spec(self, spec: dict[str, Any]) -> None:
+        """Raise EnvironmentSpecError (what, where, how to fix) when ``spec`` is not a valid task."""
+        ...
+
+    def open(self, spec: dict[str, Any], *, seed: int) -> Episode:
+        """Start an episode of the task ``spec``."""
+        ...
+
+    def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
+        """Expert action sequences that win the task (e.g. TextWorld's walkthrough)."""
+        ...

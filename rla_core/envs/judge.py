@@ -1,0 +1,149 @@
+"""The generative step judge: m reward-model judgments per rollout step, and its accuracy metrics.
+
+Spec §1.2(b): every step of every rollout is judged m times; the judge sees the agent's prompt, its
+response and the next observation (prompt in spec §5) and reasons before a ``\\boxed{}`` score. Scores
+are parsed with the tolerant rule of :func:`rla_core.algo.parsing.parse_boxed_score`; an unparsable
+output is stored as a null score with its ``parse_error`` (design §4: never a fabricated 0 — the 0 of
+spec §2.1 is applied where rewards are computed).
+
+Seeds: by default all prompts go to ONE generate call (``n=m``) seeded with
+``derive_seed(seed, "judge")``; ``GenerationMode.PER_EPISODE`` instead makes one call per step seeded
+with ``derive_seed(seed, task_id, rollout_id, step)`` so a step's judgments do not depend on the others.
+
+Example:
+    >>> j = judge_steps(rollouts, generator=gen, m=3, sampling=SamplingConfig(), seed=1, iteration=1)  # doctest: +SKIP
+    >>> judge_step_accuracy(rollouts, j)  # doctest: +SKIP
+    0.75
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from rla_core.algo.parsing import parse_boxed_score
+from rla_core.envs.prompts import render_judge_prompt
+from rla_core.envs.rollout import GenerationMode, derive_seed
+from rla_core.schemas import get_schema, validate
+
+if TYPE_CHECKING:
+    from rla_core.config import SamplingConfig
+    from rla_core.models.generator import Generation, Generator
+
+_STEP_KEY = ["task_id", "rollout_id", "step"]
+
+
+def judge_steps(
+    rollouts: pl.DataFrame,
+    *,
+    generator: Generator,
+    m: int,
+    sampling: SamplingConfig,
+    seed: int,
+    iteration: int,
+    mode: GenerationMode = GenerationMode.JOINT,
+) -> pl.DataFrame:
+    """Judge every rollout step ``m`` times; return the 'judgments' artifact (spec §1.2(b), §5).
+
+    Reads 'rollouts' columns task_id, rollout_id, step, prompt, response, next_observation. Writes
+    iteration, task_id, rollout_id, step, judge_idx (0..m-1), prompt (the judge prompt), response,
+    score (+1 / -1, null when unparsable) and parse_error (null when parsed).
+    """
+    if m < 1:
+        raise ValueError(f"m={m}: at least one judgment per step is needed")
+    rollouts = validate("rollouts", rollouts, where="judge_steps input")
+    steps = rollouts.select([*_STEP_KEY, "prompt", "response", "next_observation"]).to_dicts()
+    if not steps:
+        return validate("judgments", pl.DataFrame(schema=get_schema("judgments").polars_schema))
+    prompts = [
+        render_judge_prompt(
+            prompt=s["prompt"], response=s["response"], next_observation=s["next_observation"]
+        )
+        for s in steps
+    ]
+    outputs: list[list[Generation]]
+    if mode is GenerationMode.JOINT:
+        outputs = generator.generate(prompts, n=m, sampling=sampling, seed=derive_seed(seed, "judge"))
+    else:
+        outputs = [
+            generator.generate(
+                [p], n=m, sampling=sampling, seed=derive_seed(seed, s["task_id"], s["rollout_id"], s["step"])
+            )[0]
+            for p, s in zip(prompts, steps, strict=True)
+        ]
+    rows: list[dict[str, Any]] = []
+    for s, prompt, samples in zip(steps, prompts, outputs, strict=True):
+        for judge_idx, gen in enumerate(samples):
+            parsed = parse_boxed_score(gen.text)
+            rows.append(
+                {
+                    "iteration": iteration,
+                    "task_id": s["task_id"],
+                    "rollout_id": s["rollout_id"],
+                    "step": s["step"],
+                    "judge_idx": judge_idx,
+                    "prompt": prompt,
+                    "response": gen.text,
+                    "score": float(parsed.value) if parsed.valid and parsed.value is not None else None,
+                    "parse_error": None if parsed.valid else parsed.reason,
+                }
+            )
+    frame = pl.DataFrame(rows, schema=get_schema("judgments").polars_schema)
+    return validate("judgments", frame, where="judge_steps")
+
+
+def step_votes(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> pl.DataFrame:
+    """Per step: the judge's mean vote (null scores count 0, spec §2.1) and whether the step was good.
+
+    Reads 'rollouts' task_id, rollout_id, step, action, expert_actions, outcome and 'judgments'
+    task_id, rollout_id, step, score. Returns task_id, rollout_id, step, outcome, good (action is one
+    of the engine's optimal next commands), mean_vote, all_negative (every judgment is -1).
+    Steps without judgments are left out.
+    """
+    good = [
+        action in json.loads(expert)
+        for action, expert in zip(
+            rollouts["action"].to_list(), rollouts["expert_actions"].to_list(), strict=True
+        )
+    ]
+    steps = rollouts.select([*_STEP_KEY, "outcome"]).with_columns(good=pl.Series(good, dtype=pl.Boolean))
+    votes = judgments.group_by(_STEP_KEY).agg(
+        mean_vote=pl.col("score").fill_null(0.0).mean(),
+        all_negative=(pl.col("score") == -1.0).fill_null(False).all(),
+    )
+    return steps.join(votes, on=_STEP_KEY, how="inner").sort(_STEP_KEY)
+
+
+def judge_step_accuracy(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> float | None:
+    """Share of judged steps whose mean-vote sign matches expert goodness (spec §7 "Process Acc").
+
+    A step is good iff its action is in its ``expert_actions`` (TextWorld ``policy_commands``). A
+    mean vote > 0 predicts good, < 0 predicts bad, and exactly 0 counts as wrong (no signal). None
+    when nothing was judged. Example: votes [+1, -1/3, 0] on steps [good, bad, good] → 2/3.
+    """
+    votes = step_votes(rollouts, judgments)
+    if votes.height == 0:
+        return None
+    correct = ((pl.col("mean_vote") > 0) & pl.col("good")) | ((pl.col("mean_vote") < 0) & ~pl.col("good"))
+    return float(votes.select(correct.mean()).item())
+
+
+def judge_outcome_agreement(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> float | None:
+    """Share of rollouts whose outcome the judge foresees (spec §7 "Outcome Acc").
+
+    The prediction is the sign of the mean, over the rollout's steps, of the step mean votes; 0 counts
+    as wrong. None when nothing was judged. Example: rollouts with step means [+1, +1/3] (outcome +1)
+    and [-1] (outcome +1) → 1/2.
+    """
+    votes = step_votes(rollouts, judgments)
+    if votes.height == 0:
+        return None
+    per_rollout = votes.group_by(["task_id", "rollout_id"]).agg(
+        pred=pl.col("mean_vote").mean(), outcome=pl.col("outcome").first()
+    )
+    agree = ((pl.col("pred") > 0) & (pl.col("outcome") > 0)) | (
+        (pl.col("pred") < 0) & (pl.col("outcome") < 0)
+    )
+    return float(per_rollout.select(agree.mean()).item())

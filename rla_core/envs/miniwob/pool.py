@@ -1,0 +1,405 @@
+"""A pool of headless Chromium browsers for MiniWoB++ pages: offline flags, timeouts, no orphans.
+
+Each :class:`Browser` is one chromedriver + Chromium pair started in its OWN process group (the
+group id is the chromedriver pid), so one ``killpg`` ends the driver, the browser and every renderer.
+Episodes get a tab of the least-loaded browser; at most ``size`` browsers run at once.
+
+No orphaned processes:
+
+* normal exit / exception: :meth:`BrowserPool.close` (context manager, plus an ``atexit`` hook) quits
+  every driver and kills its process group;
+* SIGKILL of the owner: the pool keeps a pidfile ``pool-<owner pid>.json`` in ``runtime_dir`` listing
+  its process groups and profile dirs; the next pool started on the same ``runtime_dir`` reaps the
+  groups of every pidfile whose owner is gone (pid dead, or reused: its start time differs).
+
+Every browser call has a client-side timeout (``call_timeout_s``); a call that times out kills that
+browser (a hung renderer cannot be trusted again) and raises :class:`BrowserError`.
+
+Example:
+    >>> with BrowserPool(size=1, runtime_dir=Path("/tmp/rla-mw")) as pool:  # doctest: +SKIP
+    ...     tab = pool.open_tab("file:///.../click-test.html")
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rla_core.errors import BrowserError, BrowserStartError
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+T = TypeVar("T")
+
+DEFAULT_CHROME = "/usr/bin/chromium"
+DEFAULT_CHROMEDRIVER = "/usr/bin/chromedriver"
+# Measured: ~200 MiB per extra browser; keep headroom for the policy model.
+MIB_PER_BROWSER = 400
+
+# Headless, and nothing leaves the machine: no sync, updates, metrics, crash uploads, DNS prefetch;
+# every non-loopback URL goes to a proxy on a closed local port (file:// pages need none).
+CHROME_FLAGS: tuple[str, ...] = (
+    "--headless=new",
+    "--no-sandbox",  # we run as root in containers; the pages are our own local files
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-component-update",
+    "--disable-background-networking",
+    "--disable-default-apps",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--disable-breakpad",
+    "--disable-crash-reporter",
+    "--metrics-recording-only",
+    "--no-pings",
+    "--dns-prefetch-disable",
+    "--proxy-server=127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+    "--disable-features=OptimizationHints,MediaRouter,Translate,AutofillServerCommunication",
+    # background tabs must keep running their timers (several episodes share one browser)
+    "--disable-background-timer-throttling",
+    "--disable-backgrounding-occluded-windows",
+    "--disable-renderer-backgrounding",
+    "--window-size=500,400",
+)
+
+
+def default_pool_size() -> int:
+    """Browsers the machine can hold: min(CPU cores, available memory / 400 MiB), at least 1."""
+    cores = os.cpu_count() or 1
+    avail_mib = cores * MIB_PER_BROWSER
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail_mib = int(line.split()[1]) // 1024
+    return max(1, min(cores, avail_mib // MIB_PER_BROWSER))
+
+
+def default_runtime_dir() -> Path:
+    """``$XDG_RUNTIME_DIR/rlanything-miniwob``, else ``<tmp>/rlanything-miniwob-<uid>``."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base:
+        return Path(base) / "rlanything-miniwob"
+    return Path(tempfile.gettempdir()) / f"rlanything-miniwob-{os.getuid()}"
+
+
+def _start_time(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat (start time in ticks): tells a live owner from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) pids of process group ``pgid`` that belong to Chromium or chromedriver."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state != "Z" and b"chrom" in cmdline:
+            members.append(int(entry.name))
+    return members
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every Chromium/chromedriver process of group ``pgid`` (a vanished group is fine)."""
+    if not _group_members(pgid):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def reap_stale(runtime_dir: Path) -> list[int]:
+    """Kill the process groups recorded by pools whose owner process is gone; return those groups."""
+    reaped: list[int] = []
+    if not runtime_dir.is_dir():
+        return reaped
+    for pidfile in sorted(runtime_dir.glob("pool-*.json")):
+        try:
+            record = json.loads(pidfile.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # half-written by a live owner, or removed meanwhile: leave it alone
+        owner, started = int(record["owner_pid"]), record["owner_start"]
+        if _start_time(owner) == started:
+            continue  # owner still alive
+        for pgid in record["pgids"]:
+            kill_group(int(pgid))
+            reaped.append(int(pgid))
+        for profile in record.get("profiles", []):
+            shutil.rmtree(profile, ignore_errors=True)
+        pidfile.unlink(missing_ok=True)
+    return reaped
+
+
+@dataclass
+class Browser:
+    """One chromedriver session (its process group ``pgid``), a lock, and the tabs it serves."""
+
+    driver: WebDriver
+    pgid: int
+    profile: Path
+    call_timeout_s: float
+    home: str  # the initial blank window, kept so the session survives closing every episode tab
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    tabs: set[str] = field(default_factory=set)
+    current: str | None = None
+    dead: str | None = None  # why it was killed
+
+    def call(self, handle: str, fn: Callable[[WebDriver], T]) -> T:
+        """Run ``fn(driver)`` on tab ``handle``; a timeout or driver failure kills this browser."""
+        from selenium.common.exceptions import WebDriverException
+        from urllib3.exceptions import HTTPError
+
+        with self.lock:
+            if self.dead is not None:
+                raise BrowserError(f"browser (pgid {self.pgid}) is dead: {self.dead}")
+            try:
+                if self.current != handle:
+                    self.driver.switch_to.window(handle)
+                    self.current = handle
+                return fn(self.driver)
+            except (WebDriverException, HTTPError, TimeoutError, OSError) as exc:
+                reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                self.kill(reason)
+                raise BrowserError(
+                    f"browser call failed or exceeded {self.call_timeout_s}s (pgid {self.pgid}): {reason}; "
+                    "the browser was killed, the episode counts as failed"
+                ) from exc
+
+    def kill(self, reason: str) -> None:
+        """Kill the whole process group now (no polite quit: a hung driver would block it)."""
+        self.dead = self.dead or reason
+        kill_group(self.pgid)
+        proc = self.driver.service.process
+        if proc is not None:
+            with contextlib.suppress(Exception):  # reap our chromedriver child (no zombie)
+                proc.wait(timeout=5)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+    def quit(self) -> None:
+        """Polite quit within the call timeout, then make sure the group is gone."""
+        from selenium.common.exceptions import WebDriverException
+        from urllib3.exceptions import HTTPError
+
+        with self.lock:
+            if self.dead is None:
+                with contextlib.suppress(WebDriverException, HTTPError, TimeoutError, OSError):
+                    self.driver.quit()
+            self.kill(self.dead or "closed")
+
+
+@dataclass(frozen=True)
+class Tab:
+    """An episode's tab: which browser, which window handle."""
+
+    browser: Browser
+    handle: str
+
+    def call(self, fn: Callable[[WebDriver], T]) -> T:
+        """Run ``fn(driver)`` on this tab (see :meth:`Browser.call`)."""
+        return self.browser.call(self.handle, fn)
+
+
+class BrowserPool:
+    """Up to ``size`` headless Chromium browsers, started lazily, reused, always shut down."""
+
+    def __init__(
+        self,
+        *,
+        size: int | None = None,
+        runtime_dir: Path | None = None,
+        chrome_binary: str = DEFAULT_CHROME,
+        chromedriver: str = DEFAULT_CHROMEDRIVER,
+        call_timeout_s: float = 10.0,
+        start_timeout_s: float = 30.0,
+    ) -> None:
+        self.size = size if size is not None else default_pool_size()
+        if self.size < 1:
+            raise ValueError(f"pool size {self.size} must be at least 1")
+        if call_timeout_s <= 0:
+            raise ValueError(f"call_timeout_s={call_timeout_s} must be positive")
+        self.runtime_dir = runtime_dir if runtime_dir is not None else default_runtime_dir()
+        self.chrome_binary = chrome_binary
+        self.chromedriver = chromedriver
+        self.call_timeout_s = call_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.browsers: list[Browser] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self.runtime_dir.mkdir(parents=True, exist_ok=True)
+        self.reaped = reap_stale(self.runtime_dir)
+        self.pidfile = self.runtime_dir / f"pool-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+        self._owner_start = _start_time(os.getpid())
+        self._write_pidfile()
+        atexit.register(self.close)
+
+    def __enter__(self) -> BrowserPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write_pidfile(self) -> None:
+        record = {
+            "owner_pid": os.getpid(),
+            "owner_start": self._owner_start,
+            "pgids": [b.pgid for b in self.browsers if b.dead is None],
+            "profiles": [str(b.profile) for b in self.browsers if b.dead is None],
+        }
+        tmp = self.pidfile.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self.pidfile)  # atomic: a reaper never reads half a file
+
+    def pgids(self) -> list[int]:
+        """Process groups of the live browsers (for tests and the pidfile)."""
+        return [b.pgid for b in self.browsers if b.dead is None]
+
+    def _start_browser(self) -> Browser:
+        from selenium import webdriver
+        from selenium.common.exceptions import WebDriverException
+        from selenium.webdriver.chrome.service import Service
+
+        for path, what in ((self.chrome_binary, "Chromium"), (self.chromedriver, "chromedriver")):
+            if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+                raise BrowserStartError(
+                    f"{what} binary '{path}' does not exist or is not executable; install Debian's "
+                    "'chromium' and 'chromium-driver' (scripts/setup.sh) or pass its path"
+                )
+        profile = self.runtime_dir / "profiles" / uuid.uuid4().hex
+        profile.mkdir(parents=True)
+        options = webdriver.ChromeOptions()
+        for flag in (*CHROME_FLAGS, f"--user-data-dir={profile}"):
+            options.add_argument(flag)
+        options.binary_location = self.chrome_binary
+        # a fresh session = a fresh process group we can kill as one (driver, browser, renderers)
+        service = Service(self.chromedriver, popen_kw={"start_new_session": True})
+        try:
+            driver = webdriver.Chrome(service=service, options=options)
+        except WebDriverException as exc:
+            proc = service.process
+            if proc is not None:
+                kill_group(proc.pid)
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=5)
+            shutil.rmtree(profile, ignore_errors=True)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BrowserStartError(
+                f"Chromium '{self.chrome_binary}' failed to start through '{self.chromedriver}': {first}; "
+                "check that both come from the same release (chromium --version, chromedriver --version)"
+            ) from exc
+        driver.command_executor.client_config.timeout = self.call_timeout_s
+        driver.set_page_load_timeout(self.call_timeout_s)
+        driver.set_script_timeout(self.call_timeout_s)
+        proc = driver.service.process
+        assert proc is not None  # a started service has its process
+        home = str(driver.current_window_handle)
+        return Browser(
+            driver=driver,
+            pgid=proc.pid,
+            profile=profile,
+            call_timeout_s=self.call_timeout_s,
+            home=home,
+            current=home,
+        )
+
+    def open_tab(self, url: str) -> Tab:
+        """A new tab showing ``url`` on the least-loaded browser (starting one while below ``size``)."""
+        with self._lock:
+            if self._closed:
+                raise BrowserError("the browser pool is closed; open a new BrowserPool")
+            self.browsers = [b for b in self.browsers if b.dead is None]
+            idle = [b for b in self.browsers if not b.tabs]
+            if idle:
+                browser = idle[0]
+            elif len(self.browsers) < self.size:
+                browser = self._start_browser()
+                self.browsers.append(browser)
+                self._write_pidfile()
+            else:
+                browser = min(self.browsers, key=lambda b: len(b.tabs))
+
+        def new_tab(driver: WebDriver) -> str:
+            driver.switch_to.new_window("tab")
+            handle = str(driver.current_window_handle)
+            driver.get(url)
+            return handle
+
+        with browser.lock:
+            handle = browser.call(browser.home, new_tab)
+            browser.current = handle
+            browser.tabs.add(handle)
+        return Tab(browser=browser, handle=handle)
+
+    def close_tab(self, tab: Tab) -> None:
+        """Close an episode's tab (a dead browser's tabs are already gone)."""
+        browser = tab.browser
+        with browser.lock:
+            browser.tabs.discard(tab.handle)
+            if browser.dead is not None:
+                return
+            with contextlib.suppress(BrowserError):
+                browser.call(tab.handle, lambda d: d.close())
+                browser.current = None
+
+    def close(self) -> None:
+        """Quit every browser, kill their process groups, remove the pidfile (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for browser in self.browsers:
+                browser.quit()
+            self.browsers = []
+            self.pidfile.unlink(missing_ok=True)
+        atexit.unregister(self.close)
+
+    @contextlib.contextmanager
+    def tab(self, url: str) -> Iterator[Tab]:
+        """A tab for the duration of a ``with`` block."""
+        tab = self.open_tab(url)
+        try:
+            yield tab
+        finally:
+            self.close_tab(tab)
+
+
+def chrome_processes() -> list[dict[str, Any]]:
+    """Every live Chromium/chromedriver process on the machine: pid, pgid, name (tests, benchmarks)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and "chrom" in name:
+            out.append({"pid": int(entry.name), "pgid": int(fields[2]), "name": name})
+    return out

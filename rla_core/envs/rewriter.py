@@ -1,0 +1,254 @@
+"""Task rewriters for TextWorld specs: parametric and LLM, one validation path (design §5, spec §3.2).
+
+A :class:`TaskRewriter` proposes k candidate specs for a :class:`RewriteRequest` (a task whose accuracy
+asked for a harder or easier variant). :func:`rewrite_tasks` checks EVERY candidate the same way and
+writes the 'proposals' artifact; the first valid candidate is ``chosen`` (spec §3.2: first valid wins).
+
+Checks, in order (the first failure is the ``invalid_reason``):
+
+1. parses (LLM output: last JSON object, via ``parse_last_json_object``);
+2. only the allowed keys, all present, integer values in range (:data:`SPEC_BOUNDS`);
+3. not identical to the parent;
+4. moves in the goal's direction relative to the parent: harder = no difficulty key
+   (:data:`DIFFICULTY_KEYS`) decreases and one increases; easier = the reverse;
+5. stays anchored to the ROOT task: same ``seed`` (the task family) and every difficulty key within
+   ``anchor_radius`` of the root's value (the paper always rewrites the root game, spec §3.2);
+6. the engine compiles it and its own walkthrough wins it (the AlfWorld smoke test, spec §3.2).
+
+Example:
+    >>> req = RewriteRequest("s0", "t0", parent, parent, Goal.HARDER, prev_acc=1.0)  # doctest: +SKIP
+    >>> rewrite_tasks([req], rewriter=ParametricRewriter(), env=env, k=3, seed=0, iteration=1)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+import polars as pl
+
+from rla_core.algo.parsing import parse_last_json_object
+from rla_core.envs.feedback import CriticFeedback
+from rla_core.envs.prompts import render_rewrite_prompt
+from rla_core.envs.rollout import derive_seed
+from rla_core.envs.textworld_env import DIFFICULTY_KEYS, SPEC_BOUNDS, canonical_spec
+from rla_core.schemas import get_schema, validate
+
+if TYPE_CHECKING:
+    from rla_core.config import SamplingConfig
+    from rla_core.models.generator import Generator
+
+
+class Goal(StrEnum):
+    """Which way a rewrite moves a task (spec §3: acc >= alpha_high → harder, <= alpha_low → easier)."""
+
+    HARDER = "harder"
+    EASIER = "easier"
+
+
+@dataclass(frozen=True)
+class RewriteRequest:
+    """A task to rewrite: its slot, the current (parent) version, the slot's root, goal and accuracy."""
+
+    slot_id: str
+    parent_task_id: str
+    parent_spec: dict[str, Any]
+    root_spec: dict[str, Any]
+    goal: Goal
+    prev_acc: float
+    feedback: CriticFeedback | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One proposed spec (None when it could not be parsed) with the raw text and any parse failure."""
+
+    spec: dict[str, Any] | None
+    raw: str
+    reason: str | None = None
+
+
+class TaskRewriter(Protocol):
+    """Proposes ``k`` candidate specs for a request (validation happens in :func:`rewrite_tasks`)."""
+
+    def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]: ...
+
+
+class ValidatingEnvironment(Protocol):
+    """An environment that can smoke-test a spec (compiles and is winnable by its walkthrough)."""
+
+    def check_winnable(self, spec: dict[str, Any]) -> str | None: ...
+
+
+def check_candidate(spec: dict[str, Any], request: RewriteRequest, *, anchor_radius: int = 3) -> str | None:
+    """Static checks 2-5 of the module docstring; None when they pass, else the reason."""
+    unknown = sorted(set(spec) - set(SPEC_BOUNDS))
+    missing = sorted(set(SPEC_BOUNDS) - set(spec))
+    if unknown:
+        return f"unknown keys {unknown}; allowed keys are {sorted(SPEC_BOUNDS)}"
+    if missing:
+        return f"incomplete: missing keys {missing}"
+    for key, (low, high) in SPEC_BOUNDS.items():
+        value = spec[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"'{key}' must be an integer, got {value!r}"
+        if not low <= value <= high:
+            return f"'{key}'={value} is outside [{low}, {high}]"
+    parent = request.parent_spec
+    if all(spec[k] == parent[k] for k in SPEC_BOUNDS):
+        return "identical to the parent task"
+    deltas = {k: spec[k] - parent[k] for k in DIFFICULTY_KEYS}
+    sign = 1 if request.goal is Goal.HARDER else -1
+    if any(sign * d < 0 for d in deltas.values()) or not any(sign * d > 0 for d in deltas.values()):
+        return f"not {request.goal.value} than the parent: changes {deltas}"
+    root = request.root_spec
+    if spec["seed"] != root["seed"]:
+        return f"off-anchor: seed {spec['seed']} differs from the root task's seed {root['seed']}"
+    for key in DIFFICULTY_KEYS:
+        if abs(spec[key] - root[key]) > anchor_radius:
+            return f"off-anchor: {key}={spec[key]} is more than {anchor_radius} from the root's {root[key]}"
+    return None
+
+
+# Moves per goal, most preferred first: (key, step) pairs applied together.
+_HARDER_MOVES: tuple[tuple[tuple[str, int], ...], ...] = (
+    (("quest_length", 1),),
+    (("nb_objects", 2),),
+    (("world_size", 1),),
+    (("quest_length", 1), ("nb_objects", 2)),
+    (("world_size", 1), ("nb_objects", 2)),
+)
+
+
+class ParametricRewriter:
+    """Moves generation parameters in the goal's direction, bounded by :data:`SPEC_BOUNDS`.
+
+    Harder: longer quest, then more objects, then more rooms. Easier: the reverse moves; when most of
+    the judge's high-risk actions were moves between rooms (critic feedback), fewer rooms is tried
+    first, since the agent got lost rather than stuck on the quest.
+    """
+
+    def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
+        """Up to ``k`` distinct, in-bounds candidates (one explaining candidate when all moves are clamped)."""
+        del seed  # deterministic: the parameters move by fixed steps
+        sign = 1 if request.goal is Goal.HARDER else -1
+        moves = list(_HARDER_MOVES)
+        nav = request.feedback.navigation_share() if request.feedback is not None else None
+        if request.goal is Goal.EASIER and nav is not None and nav > 0.5:
+            moves.sort(key=lambda move: 0 if move[0][0] == "world_size" else 1)
+        out: list[Candidate] = []
+        seen: set[str] = set()
+        for move in moves:
+            spec = dict(request.parent_spec)
+            for key, step in move:
+                low, high = SPEC_BOUNDS[key]
+                spec[key] = max(low, min(high, spec[key] + sign * step))
+            text = canonical_spec(spec)
+            if spec == request.parent_spec or text in seen:
+                continue
+            seen.add(text)
+            out.append(Candidate(spec=spec, raw=text))
+            if len(out) == k:
+                break
+        if not out:
+            out.append(
+                Candidate(
+                    spec=None,
+                    raw=canonical_spec(request.parent_spec),
+                    reason=f"every parameter is already at its {'upper' if sign > 0 else 'lower'} bound",
+                )
+            )
+        return out
+
+
+class LlmRewriter:
+    """The environment model rewrites the spec as JSON, anchored to the root (spec §3.2, §5)."""
+
+    def __init__(self, generator: Generator, *, sampling: SamplingConfig) -> None:
+        self.generator = generator
+        self.sampling = sampling
+
+    def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
+        """The k attempt prompts ("(Attempt i/k)" suffix for diversity, spec §3.2)."""
+        feedback = request.feedback.summaries() if request.feedback is not None else []
+        return [
+            render_rewrite_prompt(
+                root_spec=request.root_spec,
+                current_spec=request.parent_spec,
+                prev_acc=request.prev_acc,
+                feedback=feedback,
+                goal=request.goal.value,
+                bounds=SPEC_BOUNDS,
+                attempt=i + 1,
+                attempts=k,
+            )
+            for i in range(k)
+        ]
+
+    def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
+        """One generate call for the k attempts; each output parsed with :func:`parse_candidate`."""
+        outs = self.generator.generate(
+            self.prompts(request, k=k), n=1, sampling=self.sampling, seed=derive_seed(seed, request.slot_id)
+        )
+        return [parse_candidate(o[0].text) for o in outs]
+
+
+def parse_candidate(text: str) -> Candidate:
+    """Parse an LLM rewrite output: its last JSON object is the candidate spec."""
+    parsed = parse_last_json_object(text)
+    if not parsed.valid or parsed.value is None:
+        return Candidate(spec=None, raw=text, reason=f"unparsable: {parsed.reason}")
+    return Candidate(spec=dict(parsed.value), raw=text)
+
+
+def rewrite_tasks(
+    requests: Sequence[RewriteRequest],
+    *,
+    rewriter: TaskRewriter,
+    env: ValidatingEnvironment,
+    k: int,
+    seed: int,
+    iteration: int,
+    anchor_radius: int = 3,
+) -> pl.DataFrame:
+    """Propose, validate and choose rewrites; return the 'proposals' artifact (spec §3.2).
+
+    Writes iteration, slot_id, parent_task_id, candidate_idx, goal, prev_acc, critic_feedback (the
+    feedback as JSON, null without any), spec (canonical JSON of the candidate, or the raw model
+    output when it did not parse), valid, invalid_reason (null when valid), chosen (first valid one).
+    """
+    rows: list[dict[str, Any]] = []
+    for request in requests:
+        chosen_done = False
+        for idx, cand in enumerate(rewriter.propose(request, k=k, seed=seed)):
+            reason = cand.reason
+            if reason is None and cand.spec is not None:
+                reason = check_candidate(cand.spec, request, anchor_radius=anchor_radius)
+                if reason is None:
+                    engine = env.check_winnable(cand.spec)
+                    reason = f"engine check failed: {engine}" if engine is not None else None
+            valid = reason is None
+            chosen = valid and not chosen_done
+            chosen_done = chosen_done or chosen
+            rows.append(
+                {
+                    "iteration": iteration,
+                    "slot_id": request.slot_id,
+                    "parent_task_id": request.parent_task_id,
+                    "candidate_idx": idx,
+                    "goal": request.goal.value,
+                    "prev_acc": request.prev_acc,
+                    "critic_feedback": request.feedback.to_json() if request.feedback is not None else None,
+                    "spec": json.dumps(cand.spec, sort_keys=True, separators=(",", ":"))
+                    if cand.spec is not None
+                    else cand.raw,
+                    "valid": valid,
+                    "invalid_reason": reason,
+                    "chosen": chosen,
+                }
+            )
+    frame = pl.DataFrame(rows, schema=get_schema("proposals").polars_schema)
+    return validate("proposals", frame, where="rewrite_tasks")

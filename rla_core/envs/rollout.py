@@ -1,0 +1,219 @@
+"""The batched rollout runner: the policy plays n episodes of every task, all concurrently (spec §1.2(a)).
+
+All episodes advance in lock-step. Each turn, the prompts of every live episode are rendered and sent
+to the generator, the action index is parsed from the last ``\\boxed{}`` (spec §5), an invalid answer
+is recorded (``action_valid=False`` plus the reason) and replaced by the spec's fallback (index 0,
+clamped), and every episode steps its own game. An episode ends at the win, at a loss, or after
+``max_steps`` actions; successful trajectories are therefore cut at the winning step. The outcome
+(+1 won / -1 otherwise) is written on every row of the rollout.
+
+Seeds: episode ``(task_id, rollout_id)`` samples turn ``step`` with
+``derive_seed(seed, task_id, rollout_id, step)``. How prompts reach the generator is a
+:class:`GenerationMode`:
+
+* ``PER_EPISODE`` (default): one generate call per live episode per turn, each with its own seed. The
+  backends seed once per call (``torch.manual_seed``) and sample a batch from one RNG stream, so a
+  prompt's sample depends on its batch neighbours; grouping by episode is what makes the batched
+  runner's rows identical to playing each episode alone (design §3 determinism).
+* ``JOINT``: ONE generate call per turn for all live episodes, seeded with
+  ``derive_seed(seed, "turn", step)``. Faster (one padded batch), reproducible for the same task list,
+  but a row depends on which episodes were live with it.
+
+Example:
+    >>> frame = run_rollouts([RolloutTask("t0", "s0", False, spec)], env=env, generator=gen, n=4,
+    ...                      max_steps=8, sampling=SamplingConfig(), seed=1, iteration=1)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import polars as pl
+
+from rla_core.algo.parsing import fallback_action_index, parse_action_index
+from rla_core.envs.prompts import render_policy_prompt
+from rla_core.schemas import get_schema, validate
+
+if TYPE_CHECKING:
+    from rla_core.config import SamplingConfig
+    from rla_core.envs.base import Environment, Episode
+    from rla_core.models.generator import Generation, Generator
+
+
+class GenerationMode(StrEnum):
+    """How the runner batches the policy's prompts (see the module docstring)."""
+
+    PER_EPISODE = "per_episode"
+    JOINT = "joint"
+
+
+class RolloutTask(NamedTuple):
+    """One task to roll out: its id, its slot, whether it is a pending rewrite, and its spec."""
+
+    task_id: str
+    slot_id: str
+    pending: bool
+    spec: dict[str, Any]
+
+
+def derive_seed(seed: int, *parts: object) -> int:
+    """A 63-bit seed from ``seed`` and key parts (sha256 of their JSON), independent of call order."""
+    payload = json.dumps([seed, *[str(p) for p in parts]])
+    return int.from_bytes(hashlib.sha256(payload.encode("utf-8")).digest()[:8], "big") >> 1
+
+
+@dataclass
+class RolloutTimings:
+    """Wall seconds spent in generation vs. the game engine during one :func:`run_rollouts` call."""
+
+    generation_s: float = 0.0
+    engine_s: float = 0.0
+    steps: int = 0
+
+
+@dataclass
+class _Live:
+    task: RolloutTask
+    rollout_id: int
+    episode: Episode
+    history: list[tuple[str, str]] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_rollouts(
+    tasks: Sequence[RolloutTask | tuple[str, str, bool, dict[str, Any]]],
+    *,
+    env: Environment,
+    generator: Generator,
+    n: int,
+    max_steps: int,
+    sampling: SamplingConfig,
+    seed: int,
+    iteration: int,
+    history_turns: int = 2,
+    mode: GenerationMode = GenerationMode.PER_EPISODE,
+    timings: RolloutTimings | None = None,
+    rollout_ids: Sequence[int] | None = None,
+) -> pl.DataFrame:
+    """Play ``n`` rollouts of every task concurrently; return the 'rollouts' artifact (spec §1.2(a)).
+
+    Writes every 'rollouts' column: iteration, task_id, slot_id, pending, rollout_id (0..n-1), step
+    (0-based), prompt, response, action (the command played), action_valid, invalid_reason (null when
+    valid), next_observation, expert_actions (JSON list of the engine's optimal next commands before
+    the action), done (True on the last row of a rollout), outcome (+1 won / -1, on every row), score
+    (null: text games have no partial score), prompt_tokens, response_tokens. Rows are ordered by
+    task order, rollout_id, step. ``timings``, when given, accumulates generation vs. engine time.
+    ``rollout_ids`` plays only those rollouts of each task (default ``range(n)``), e.g. to replay one.
+    """
+    if n < 1 or max_steps < 1:
+        raise ValueError(f"n={n} and max_steps={max_steps} must both be at least 1")
+    timer = timings if timings is not None else RolloutTimings()
+    parsed_tasks = [RolloutTask(*t) for t in tasks]
+    for task in parsed_tasks:
+        env.validate_spec(task.spec)
+    live: list[_Live] = []
+    finished: list[_Live] = []
+    started = time.perf_counter()
+    for task in parsed_tasks:
+        for rollout_id in rollout_ids if rollout_ids is not None else range(n):
+            episode = env.open(task.spec, seed=derive_seed(seed, task.task_id, rollout_id))
+            live.append(_Live(task=task, rollout_id=rollout_id, episode=episode))
+    timer.engine_s += time.perf_counter() - started
+    try:
+        for step in range(max_steps):
+            if not live:
+                break
+            prompts = [
+                render_policy_prompt(
+                    instruction=ep.episode.instruction,
+                    history=ep.history,
+                    observation=ep.episode.observation,
+                    actions=ep.episode.admissible_actions,
+                    history_turns=history_turns,
+                )
+                for ep in live
+            ]
+            seeds = [derive_seed(seed, ep.task.task_id, ep.rollout_id, step) for ep in live]
+            started = time.perf_counter()
+            outputs = _generate(
+                generator, prompts, seeds, sampling=sampling, mode=mode, turn_seed=seed + step
+            )
+            timer.generation_s += time.perf_counter() - started
+            started = time.perf_counter()
+            still: list[_Live] = []
+            for ep, prompt, out in zip(live, prompts, outputs, strict=True):
+                _play_turn(ep, step=step, prompt=prompt, out=out, max_steps=max_steps, iteration=iteration)
+                (still if not ep.rows[-1]["done"] else finished).append(ep)
+            timer.engine_s += time.perf_counter() - started
+            timer.steps += len(live)
+            live = still
+    finally:
+        for ep in live + finished:
+            ep.episode.close()
+    order = {t.task_id: i for i, t in enumerate(parsed_tasks)}
+    done_eps = sorted(finished, key=lambda e: (order[e.task.task_id], e.rollout_id))
+    rows = [row for ep in done_eps for row in ep.rows]
+    return validate(
+        "rollouts", pl.DataFrame(rows, schema=get_schema("rollouts").polars_schema), where="run_rollouts"
+    )
+
+
+def _generate(
+    generator: Generator,
+    prompts: list[str],
+    seeds: list[int],
+    *,
+    sampling: SamplingConfig,
+    mode: GenerationMode,
+    turn_seed: int,
+) -> list[Generation]:
+    if mode is GenerationMode.JOINT:
+        return [samples[0] for samples in generator.generate(prompts, n=1, sampling=sampling, seed=turn_seed)]
+    return [
+        generator.generate([prompt], n=1, sampling=sampling, seed=s)[0][0]
+        for prompt, s in zip(prompts, seeds, strict=True)
+    ]
+
+
+def _play_turn(ep: _Live, *, step: int, prompt: str, out: Generation, max_steps: int, iteration: int) -> None:
+    episode = ep.episode
+    actions = list(episode.admissible_actions)
+    expert = episode.expert_actions()
+    observation_before = episode.observation
+    parsed = parse_action_index(out.text, len(actions))
+    action = actions[fallback_action_index(parsed, len(actions))]
+    result = episode.step(action)
+    done = result.done or step + 1 >= max_steps
+    ep.history.append((observation_before, action))
+    ep.rows.append(
+        {
+            "iteration": iteration,
+            "task_id": ep.task.task_id,
+            "slot_id": ep.task.slot_id,
+            "pending": ep.task.pending,
+            "rollout_id": ep.rollout_id,
+            "step": step,
+            "prompt": prompt,
+            "response": out.text,
+            "action": action,
+            "action_valid": parsed.valid,
+            "invalid_reason": None if parsed.valid else parsed.reason,
+            "next_observation": result.observation,
+            "expert_actions": json.dumps(expert),
+            "done": done,
+            "outcome": None,
+            "score": None,
+            "prompt_tokens": out.prompt_tokens,
+            "response_tokens": out.completion_tokens,
+        }
+    )
+    if done:
+        outcome = 1.0 if result.won else -1.0
+        for row in ep.rows:
+            row["outcome"] = outcome

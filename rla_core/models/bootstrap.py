@@ -1,0 +1,234 @@
+"""Tiny local models: bootstrap a small Qwen2 model with a BPE tokenizer trained on the environments' text.
+
+CPU runs need a policy and a reward model that generate and train in seconds, and tests must never touch
+the Hugging Face hub. :func:`ensure_tiny_model` builds such a model (random weights, a real architecture)
+and caches it by the content hash of (name, architecture, corpus); :func:`resolve_model` turns a model
+reference from the config (``models.policy`` / ``models.reward``) into a local checkpoint directory.
+
+The tokenizer is saved with a config naming ``PreTrainedTokenizerFast`` so ``AutoTokenizer`` (and vLLM,
+TRL) reload it with the trained ids (dependency notes, "TRL on CPU").
+
+Example:
+    >>> path = ensure_tiny_model("policy", corpus=["go north", "take key"], cache_dir=Path(".cache/models"))
+    >>> (path / "config.json").exists()
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rla_core.config import hash_jsonable
+from rla_core.errors import ModelError
+
+log = logging.getLogger(__name__)
+
+EOS_TOKEN = "<|endoftext|>"
+PAD_TOKEN = "<|pad|>"
+# Kept whole so answers like \boxed{3} cost two or three tokens however small the corpus is.
+BOXED_TOKEN = "\\boxed{"
+# Bumped when the bootstrap recipe changes, so stale cache entries are not reused.
+_RECIPE_VERSION = 1
+# Always part of the tokenizer's training text: digits, answer markers and common punctuation must
+# tokenise well even when the caller's corpus is tiny.
+_SEED_TEXT: tuple[str, ...] = (
+    "0 1 2 3 4 5 6 7 8 9 10 11 12 42 100",
+    "\\boxed{0} \\boxed{1} \\boxed{2} \\boxed{3} \\boxed{4} \\boxed{5} \\boxed{6} \\boxed{7} \\boxed{8} \\boxed{9}",
+    "\\boxed{+1} \\boxed{-1} </answer> <answer> User: Assistant: Human:",
+    "The answer is \\boxed{1}. Step 1: look. Action: go north, take key, open door.",
+)
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model")
+
+
+@dataclass(frozen=True)
+class TinyArch:
+    """Architecture of a bootstrapped model: Qwen2 with head_dim 64 (vLLM's CPU kernels need 64)."""
+
+    hidden_size: int = 128
+    num_attention_heads: int = 2
+    num_key_value_heads: int = 2
+    num_hidden_layers: int = 2
+    intermediate_size: int = 256
+    max_position_embeddings: int = 4096
+    vocab_size: int = 2048  # BPE target; a small corpus ends with fewer merges
+
+
+DEFAULT_ARCH = TinyArch()
+
+
+def ensure_tiny_model(
+    name: str, *, corpus: Sequence[str], cache_dir: Path, arch: TinyArch = DEFAULT_ARCH
+) -> Path:
+    """Return the directory of the tiny model ``name``, bootstrapping it on a cache miss.
+
+    The cache key is the sha256 of (name, ``arch``, ``corpus``, recipe version); the model lives in
+    ``cache_dir/<name>-<key[:16]>``. It is written to a temporary directory and renamed into place, so a
+    killed or concurrent run never leaves a half-written model behind. Weights are random (seeded by the
+    key), the tokenizer is a byte-level BPE trained on ``corpus`` plus digits and ``\\boxed{}`` markers,
+    with ``<|endoftext|>`` as EOS and ``<|pad|>`` as padding. No network access.
+
+    Example:
+        >>> ensure_tiny_model("reward", corpus=["Is this step good? \\\\boxed{1}"], cache_dir=Path("/tmp/m"))
+    """
+    if not _NAME_RE.match(name):
+        raise ModelError(
+            f"tiny model name {name!r} is invalid: use letters, digits, '_', '.', '-' (e.g. 'tiny:policy')"
+        )
+    if isinstance(corpus, str):
+        raise ModelError("corpus must be a sequence of texts, not one string: wrap it in a list")
+    key = hash_jsonable(
+        {"name": name, "arch": asdict(arch), "corpus": list(corpus), "recipe": _RECIPE_VERSION}
+    )
+    target = Path(cache_dir) / f"{name}-{key[:16]}"
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=target.parent))
+    try:
+        _build(tmp, corpus=corpus, arch=arch, seed=int(key[:8], 16))
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            # Another process finished the same model first: its copy is complete, keep it.
+            if not (target / "config.json").exists():
+                raise
+            shutil.rmtree(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("bootstrapped tiny model %s at %s", name, target)
+    return target
+
+
+def resolve_model(ref: str, *, corpus: Sequence[str], cache_dir: Path) -> Path:
+    """Turn a model reference into a local checkpoint directory.
+
+    ``'tiny:<name>'`` bootstraps (or reuses) a tiny model; an existing local directory is validated
+    (:func:`validate_checkpoint`); a hub id ``org/name`` is downloaded only when ``HF_HUB_OFFLINE`` is not
+    set; anything else that looks like a path and does not exist raises :class:`ModelError`.
+
+    Example:
+        >>> resolve_model("tiny:policy", corpus=["go north"], cache_dir=Path(".cache/models"))
+    """
+    if ref.startswith("tiny:"):
+        return ensure_tiny_model(ref.removeprefix("tiny:"), corpus=corpus, cache_dir=cache_dir)
+    path = Path(ref).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ModelError(f"model path {ref!r} is a file: pass the checkpoint directory containing it")
+        validate_checkpoint(path)
+        return path
+    looks_local = ref.startswith(("/", ".", "~")) or (os.sep in ref and not _HUB_ID_RE.match(ref))
+    if looks_local or not _HUB_ID_RE.match(ref):
+        raise ModelError(
+            f"model path does not exist: {ref!r}; pass an existing checkpoint directory, "
+            "'tiny:<name>' for a bootstrapped tiny model, or a hub id 'org/name'"
+        )
+    if os.environ.get("HF_HUB_OFFLINE", "").strip() not in ("", "0", "false", "False"):
+        raise ModelError(
+            f"model {ref!r} is neither a local directory nor 'tiny:<name>', and HF_HUB_OFFLINE is set, so "
+            "the hub id cannot be downloaded; download it beforehand and pass its local directory"
+        )
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(ref))
+
+
+def validate_checkpoint(path: Path) -> None:
+    """Check that ``path`` is a loadable Hugging Face checkpoint: config, weights and tokenizer files.
+
+    Raises :class:`ModelError` listing what is missing (e.g. a checkpoint saved without its tokenizer).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise ModelError(f"model path does not exist: {str(path)!r}; pass an existing checkpoint directory")
+    missing: list[str] = []
+    if not (path / "config.json").exists():
+        missing.append("config.json")
+    if not any((path / f).exists() for f in _WEIGHT_FILES):
+        missing.append("weights (" + " or ".join(_WEIGHT_FILES) + ")")
+    if not (path / "tokenizer_config.json").exists():
+        missing.append("tokenizer_config.json")
+    if not any((path / f).exists() for f in _TOKENIZER_FILES):
+        missing.append("tokenizer files (" + " or ".join(_TOKENIZER_FILES) + ")")
+    if missing:
+        raise ModelError(
+            f"checkpoint {str(path)!r} is incomplete: missing {', '.join(missing)}; save both the model and "
+            "its tokenizer (model.save_pretrained(dir); tokenizer.save_pretrained(dir))"
+        )
+
+
+def _training_text(corpus: Sequence[str]) -> Iterator[str]:
+    yield from _SEED_TEXT
+    for text in corpus:
+        if not isinstance(text, str):
+            raise ModelError(f"corpus items must be strings, got {type(text).__name__}: {text!r:.80}")
+        yield text
+
+
+def _build(out: Path, *, corpus: Sequence[str], arch: TinyArch, seed: int) -> None:
+    import torch
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    bpe = Tokenizer(models.BPE())
+    # Digits are split one by one so every number is spelled with the same ten tokens.
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=arch.vocab_size,
+        min_frequency=2,
+        special_tokens=[EOS_TOKEN, PAD_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(_training_text(corpus), trainer=trainer)
+    bpe.add_tokens([AddedToken(BOXED_TOKEN, normalized=False)])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        model_max_length=arch.max_position_embeddings,
+    )
+    eos_id = bpe.token_to_id(EOS_TOKEN)
+    pad_id = bpe.token_to_id(PAD_TOKEN)
+    config = Qwen2Config(
+        vocab_size=bpe.get_vocab_size(),
+        hidden_size=arch.hidden_size,
+        intermediate_size=arch.intermediate_size,
+        num_hidden_layers=arch.num_hidden_layers,
+        num_attention_heads=arch.num_attention_heads,
+        num_key_value_heads=arch.num_key_value_heads,
+        max_position_embeddings=arch.max_position_embeddings,
+        tie_word_embeddings=True,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        bos_token_id=eos_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=eos_id)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    # AutoTokenizer must rebuild the trained tokenizer as-is (a Qwen2Tokenizer would change the ids).
+    cfg_path = out / "tokenizer_config.json"
+    tok_cfg = json.loads(cfg_path.read_text())
+    tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    cfg_path.write_text(json.dumps(tok_cfg, indent=2))

@@ -1,0 +1,478 @@
+"""Text generation backends behind one small Protocol (design §5 ``Generator``).
+
+* :class:`TransformersGenerator` — in-process Hugging Face ``generate`` on CPU or GPU, batched with left
+  padding, ``n`` samples per prompt, stop strings, per-prompt seeds.
+* :class:`VllmServerGenerator` — an OpenAI-compatible ``vllm serve`` endpoint (``/v1/completions``); the
+  server runs in its own environment because vLLM pins its own torch and transformers.
+
+:func:`open_generator` picks one from ``ModelsConfig.backend`` (``auto`` = vLLM when
+``models.vllm_base_url`` is set and reachable, else transformers).
+
+Seeds (design §3 determinism): ``generate(prompts, ..., seeds=[s_0, s_1, ...])`` makes sample j of
+prompt i a function of (prompt i, s_i, j) only — never of the other prompts in the call or of the
+micro-batch size — so a batched caller gets the same samples as one call per prompt. Without
+``seeds``, prompt i uses ``s_i = seed + i`` (reproducible for the same prompt list).
+
+Example:
+    >>> gen = open_generator(model_dir, models=ModelsConfig(backend=Backend.TRANSFORMERS))
+    >>> out = gen.generate(["go north"], n=2, sampling=SamplingConfig(temperature=0.8), seed=1)
+    >>> len(out), len(out[0])
+    (1, 2)
+    >>> gen.close()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import ValidationError
+
+from rla_core.config import Backend, ModelsConfig, SamplingConfig
+from rla_core.errors import ConfigError, ModelError
+from rla_core.models.bootstrap import validate_checkpoint
+
+if TYPE_CHECKING:
+    import httpx
+    import torch
+
+log = logging.getLogger(__name__)
+
+# A reachability probe must fail fast: an unreachable endpoint is a config error, not a slow network.
+_CONNECT_TIMEOUT_S = 2.0
+_REQUEST_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled completion."""
+
+    text: str  # stop string removed
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str  # "stop" | "length"
+
+
+class Generator(Protocol):
+    """Samples ``n`` completions per prompt; the result is ``[prompt_index][sample_index]``.
+
+    ``seeds`` (one per prompt) makes sample j of prompt i depend only on (prompt i, seeds[i], j);
+    without it prompt i is seeded with ``seed + i``.
+    """
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int,
+        sampling: SamplingConfig,
+        seed: int,
+        seeds: Sequence[int] | None = None,
+    ) -> list[list[Generation]]: ...
+
+    def close(self) -> None: ...
+
+
+def open_generator(model: str | Path, *, models: ModelsConfig) -> Generator:
+    """Open the generation backend chosen by ``models.backend`` for the checkpoint ``model``.
+
+    ``transformers``: in-process (``model`` must be a local checkpoint dir). ``vllm``: the endpoint at
+    ``models.vllm_base_url``, which must be reachable (else :class:`ModelError` naming the URL). ``auto``:
+    vLLM when a URL is set and reachable, otherwise transformers.
+    """
+    backend = models.backend
+    if backend in (Backend.VLLM, Backend.AUTO) and models.vllm_base_url:
+        try:
+            return VllmServerGenerator(models.vllm_base_url, model=str(model))
+        except ModelError as err:
+            if backend is Backend.VLLM:
+                raise
+            log.warning("vLLM endpoint not usable (%s); falling back to the transformers backend", err)
+    elif backend is Backend.VLLM:
+        raise ModelError(
+            "models.backend=vllm needs models.vllm_base_url (e.g. http://127.0.0.1:8000/v1) pointing at a "
+            "running `vllm serve`; set it, or use models.backend=transformers"
+        )
+    return TransformersGenerator(Path(model), device=models.device, batch_size=models.generation_batch_size)
+
+
+def _prompt_seeds(prompts: Sequence[str], seed: int, seeds: Sequence[int] | None) -> list[int]:
+    """One seed per prompt: ``seeds`` as given (checked), else ``seed + i``."""
+    if seeds is None:
+        return [seed + i for i in range(len(prompts))]
+    if isinstance(seeds, (str, bytes)) or len(seeds) != len(prompts):
+        raise ModelError(
+            f"seeds has {len(seeds)} entries for {len(prompts)} prompts: pass exactly one int per prompt"
+        )
+    out = []
+    for i, s in enumerate(seeds):
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise ModelError(f"seeds[{i}] is a {type(s).__name__}, not an int")
+        out.append(int(s))
+    return out
+
+
+def sample_seed(prompt_seed: int, sample_index: int) -> int:
+    """The RNG seed of sample ``sample_index`` of a prompt seeded ``prompt_seed`` (63 bits, sha256)."""
+    payload = f"{prompt_seed}:{sample_index}".encode()
+    return int.from_bytes(hashlib.sha256(payload).digest()[:8], "big") >> 1
+
+
+def _check_request(prompts: Sequence[str], n: int, sampling: SamplingConfig) -> SamplingConfig:
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence):
+        raise ModelError("prompts must be a list of strings, not a single string: wrap it in a list")
+    if len(prompts) == 0:
+        raise ModelError("generate() got an empty prompt list: pass at least one prompt")
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, str):
+            raise ModelError(f"prompt {i} is a {type(prompt).__name__}, not a string")
+    if n < 1:
+        raise ModelError(f"n={n} samples per prompt: n must be at least 1")
+    try:
+        # Re-validate: a config built with model_construct() would bypass the range checks.
+        return SamplingConfig.model_validate(sampling.model_dump())
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ConfigError(
+            f"sampling.{'.'.join(str(p) for p in first['loc'])}: {first['msg']} (got {first.get('input')!r})"
+        ) from None
+
+
+def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    """Cut ``text`` before the earliest stop string; report whether one was found."""
+    hits = [i for i in (text.find(s) for s in stops if s) if i >= 0]
+    if not hits:
+        return text, False
+    return text[: min(hits)], True
+
+
+class TransformersGenerator:
+    """Batched Hugging Face generation (left padding, micro-batches of ``batch_size`` sequences).
+
+    Prompts are expanded ``n`` times and generated in micro-batches; a stopping criterion ends a sequence
+    at EOS or at its first stop string and the whole batch as soon as every sequence has ended.
+
+    Sampling is done here, not by ``generate(do_sample=True)`` (which draws a whole batch from one RNG
+    stream, so a row's sample would depend on its batch neighbours): ``generate`` runs greedy over
+    logits processed by :class:`_RowSampler` — temperature, top-p (``-inf`` outside the nucleus), then
+    Gumbel noise from one ``torch.Generator`` per row seeded with ``sample_seed(seeds[i], j)`` and
+    advanced once per generated token. ``argmax(logits / T + Gumbel)`` is an exact sample from the
+    tempered, top-p-truncated softmax. Every row draws from its own stream, so finished rows (which keep
+    drawing until the batch ends) change nothing for the others. Temperature 0 is plain greedy.
+    """
+
+    def __init__(self, model_dir: Path, *, device: str = "auto", batch_size: int = 32) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        validate_checkpoint(Path(model_dir))
+        if batch_size < 1:
+            raise ModelError(f"batch_size={batch_size}: must be at least 1")
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            self._device = torch.device(device)
+        except RuntimeError as err:
+            raise ModelError(
+                f"models.device={device!r} is not a torch device: use 'auto', 'cpu' or 'cuda:N'"
+            ) from err
+        self.model_dir = Path(model_dir)
+        self.batch_size = batch_size
+        self._tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self._tokenizer.padding_side = "left"
+        if self._tokenizer.pad_token_id is None:
+            # Real checkpoints often ship without a pad token; EOS is the usual stand-in.
+            self._tokenizer.pad_token = self._tokenizer.eos_token
+        model: Any = AutoModelForCausalLM.from_pretrained(self.model_dir)
+        self._model: Any = model.to(self._device)
+        self._model.eval()
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int,
+        sampling: SamplingConfig,
+        seed: int,
+        seeds: Sequence[int] | None = None,
+    ) -> list[list[Generation]]:
+        """Sample ``n`` completions for each prompt; ``result[i][j]`` is sample j of prompt i.
+
+        Sample j of prompt i is drawn with ``sample_seed(seeds[i], j)`` (``seeds[i] = seed + i`` when
+        ``seeds`` is None), independent of the other prompts and of ``batch_size``. The global torch
+        RNG is neither used nor advanced.
+        """
+        sampling = _check_request(prompts, n, sampling)
+        per_prompt = _prompt_seeds(prompts, seed, seeds)
+        expanded = [
+            (p, sample_seed(s, j)) for p, s in zip(prompts, per_prompt, strict=True) for j in range(n)
+        ]
+        flat: list[Generation] = []
+        for start in range(0, len(expanded), self.batch_size):
+            chunk = expanded[start : start + self.batch_size]
+            flat.extend(self._generate_batch([p for p, _ in chunk], [s for _, s in chunk], sampling))
+        return [flat[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def _generate_batch(
+        self, prompts: list[str], row_seeds: list[int], sampling: SamplingConfig
+    ) -> list[Generation]:
+        import torch
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        tok = self._tokenizer
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        input_ids = enc["input_ids"].to(self._device)
+        attention_mask = enc["attention_mask"].to(self._device)
+        if input_ids.shape[1] == 0:
+            raise ModelError("every prompt in the batch is empty: give the model some text to continue")
+        prompt_len = input_ids.shape[1]
+        eos_ids = self._eos_ids()
+        criterion = _StopCriterion(tok, prompt_len=prompt_len, stops=sampling.stop, eos_ids=eos_ids)
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "pad_token_id": tok.pad_token_id,
+            "eos_token_id": eos_ids,
+            "stopping_criteria": StoppingCriteriaList([criterion]),
+            # Greedy over our processed logits; the checkpoint's own sampling defaults must not apply.
+            "do_sample": False,
+            "temperature": None,
+            "top_p": None,
+            "top_k": None,
+        }
+        if sampling.temperature > 0.0:
+            sampler = _RowSampler(
+                row_seeds, temperature=sampling.temperature, top_p=sampling.top_p, device=self._device
+            )
+            kwargs["logits_processor"] = LogitsProcessorList([sampler])
+        with torch.inference_mode():
+            out = self._model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        results = []
+        for row in range(len(prompts)):
+            new = out[row, prompt_len:].tolist()
+            done_at = criterion.finished_at.get(row)
+            used = new[:done_at] if done_at is not None else new
+            hit_eos = bool(used) and used[-1] in eos_ids
+            text = str(tok.decode(used[:-1] if hit_eos else used, skip_special_tokens=True))
+            text, hit_stop = _cut_at_stop(text, sampling.stop)
+            results.append(
+                Generation(
+                    text=text,
+                    prompt_tokens=int(attention_mask[row].sum()),
+                    completion_tokens=len(used),
+                    finish_reason="stop" if (hit_eos or hit_stop) else "length",
+                )
+            )
+        return results
+
+    def _eos_ids(self) -> list[int]:
+        eos = self._model.generation_config.eos_token_id
+        if eos is None:
+            eos = self._tokenizer.eos_token_id
+        ids = eos if isinstance(eos, list) else [eos]
+        return [int(i) for i in ids if i is not None]
+
+    def close(self) -> None:
+        """Drop the model (frees its memory)."""
+        self._model = None
+
+
+class _RowSampler:
+    """Logits processor turning greedy decoding into per-row seeded sampling (Gumbel-max trick).
+
+    ``scores / T``, then top-p: tokens outside the smallest set whose probability reaches ``top_p`` get
+    ``-inf`` (the most likely token is always kept), then ``+ Gumbel(0, 1)`` noise. Row r's noise comes
+    from its own ``torch.Generator`` seeded with ``row_seeds[r]`` and advanced by one draw of
+    ``vocab`` uniforms per call (= per generated token), so argmax picks token k with probability
+    ``softmax(top_p(scores / T))[k]`` using only row r's stream.
+    """
+
+    def __init__(
+        self, row_seeds: Sequence[int], *, temperature: float, top_p: float, device: torch.device
+    ) -> None:
+        import torch
+
+        self._temperature = temperature
+        self._top_p = top_p
+        self._device = device
+        self._generators = []
+        for s in row_seeds:
+            g = torch.Generator(device=device)
+            g.manual_seed(s)
+            self._generators.append(g)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        logits = scores.float() / self._temperature
+        if self._top_p < 1.0:
+            sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+            probs = sorted_logits.softmax(dim=-1)
+            # Mass strictly before each token: a token is cut once the tokens ahead of it reach top_p.
+            before = probs.cumsum(dim=-1) - probs
+            cut_sorted = before >= self._top_p
+            cut_sorted[:, 0] = False
+            cut = torch.zeros_like(cut_sorted).scatter(-1, order, cut_sorted)
+            logits = logits.masked_fill(cut, float("-inf"))
+        vocab = logits.shape[-1]
+        tiny = torch.finfo(torch.float32).tiny
+        uniforms = torch.stack(
+            [torch.rand(vocab, generator=g, device=self._device) for g in self._generators]
+        )
+        gumbel = -torch.log(-torch.log(uniforms.clamp_min(tiny)))
+        return logits + gumbel.to(logits.device)
+
+
+class _StopCriterion:
+    """Per-sequence stop at EOS or at a stop string; records how many new tokens each sequence used."""
+
+    def __init__(self, tokenizer: Any, *, prompt_len: int, stops: Sequence[str], eos_ids: list[int]) -> None:
+        self._tok = tokenizer
+        self._prompt_len = prompt_len
+        self._stops = [s for s in stops if s]
+        self._eos = set(eos_ids)
+        # A stop string of k characters spans at most k tokens (+ slack for partial UTF-8 bytes).
+        self._window = max((len(s) for s in self._stops), default=0) + 4
+        self.finished_at: dict[int, int] = {}
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        import torch
+
+        n_new = input_ids.shape[1] - self._prompt_len
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for row in range(input_ids.shape[0]):
+            if row in self.finished_at:
+                done[row] = True
+                continue
+            last = int(input_ids[row, -1])
+            stopped = last in self._eos
+            if not stopped and self._stops:
+                tail = self._tok.decode(input_ids[row, -min(self._window, n_new) :], skip_special_tokens=True)
+                stopped = any(s in tail for s in self._stops)
+            if stopped:
+                self.finished_at[row] = n_new
+                done[row] = True
+        return done
+
+
+class VllmServerGenerator:
+    """Generation through an OpenAI-compatible ``vllm serve`` endpoint (``/v1/completions``).
+
+    The constructor probes ``/models`` and raises :class:`ModelError` naming the URL when the endpoint is
+    unreachable (2 s connect timeout). ``model`` is the served model name; when the server serves exactly
+    one model under another name, that one is used.
+    """
+
+    def __init__(self, base_url: str, *, model: str) -> None:
+        import httpx
+
+        self.base_url = base_url.rstrip("/")
+        self._client: httpx.Client | None = httpx.Client(
+            base_url=self.base_url, timeout=httpx.Timeout(_REQUEST_TIMEOUT_S, connect=_CONNECT_TIMEOUT_S)
+        )
+        served = self._served_models()
+        if model in served:
+            self.model = model
+        elif len(served) == 1:
+            self.model = served[0]
+        else:
+            self.close()
+            raise ModelError(
+                f"vLLM endpoint {self.base_url} serves {served}, not {model!r}: start `vllm serve {model}` "
+                "or set models.policy/models.reward to a served name"
+            )
+
+    def _served_models(self) -> list[str]:
+        import httpx
+
+        try:
+            resp = self._http().get("/models", timeout=httpx.Timeout(10.0, connect=_CONNECT_TIMEOUT_S))
+            resp.raise_for_status()
+            return [str(m["id"]) for m in resp.json()["data"]]
+        except httpx.HTTPError as err:
+            self.close()
+            raise ModelError(
+                f"vLLM endpoint {self.base_url} is unreachable ({type(err).__name__}: {err}); start "
+                f"`vllm serve MODEL` there or unset models.vllm_base_url"
+            ) from None
+        except (KeyError, TypeError, ValueError) as err:
+            self.close()
+            raise ModelError(
+                f"{self.base_url}/models did not answer like an OpenAI-compatible server ({err!r}); "
+                "check models.vllm_base_url (it should end in /v1)"
+            ) from None
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            raise ModelError("this VllmServerGenerator is closed: open a new one with open_generator()")
+        return self._client
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int,
+        sampling: SamplingConfig,
+        seed: int,
+        seeds: Sequence[int] | None = None,
+    ) -> list[list[Generation]]:
+        """Sample ``n`` completions per prompt: one request per prompt, seeded ``seeds[i]`` (or ``seed + i``).
+
+        vLLM gives a request with a ``seed`` its own RNG (per-request generator), so its samples do not
+        depend on what else the server batches with it: the same batch independence as the
+        transformers backend (though not the same samples).
+        """
+        import httpx
+
+        sampling = _check_request(prompts, n, sampling)
+        per_prompt = _prompt_seeds(prompts, seed, seeds)
+        results: list[list[Generation]] = []
+        for prompt, prompt_seed in zip(prompts, per_prompt, strict=True):
+            body = {
+                "model": self.model,
+                "prompt": prompt,
+                "n": n,
+                "temperature": sampling.temperature,
+                "top_p": sampling.top_p,
+                "max_tokens": sampling.max_new_tokens,
+                "stop": list(sampling.stop),
+                "seed": prompt_seed,
+                "logprobs": 0,  # returns the sampled tokens, so each choice's token count is known
+            }
+            try:
+                resp = self._http().post("/completions", json=body)
+            except httpx.HTTPError as err:
+                raise ModelError(f"vLLM request to {self.base_url}/completions failed: {err}") from None
+            if resp.status_code != 200:
+                raise ModelError(
+                    f"vLLM {self.base_url}/completions answered {resp.status_code}: {resp.text[:500]}"
+                )
+            results.append(self._parse(resp.json(), n))
+        return results
+
+    def _parse(self, payload: dict[str, Any], n: int) -> list[Generation]:
+        choices = sorted(payload["choices"], key=lambda c: c["index"])
+        if len(choices) != n:
+            raise ModelError(f"vLLM returned {len(choices)} choices, expected n={n}")
+        prompt_tokens = int(payload["usage"]["prompt_tokens"])
+        out = []
+        for choice in choices:
+            reason = choice.get("finish_reason")
+            if reason not in ("stop", "length"):
+                raise ModelError(f"vLLM finished a completion with reason {reason!r} (expected stop/length)")
+            logprobs = choice.get("logprobs") or {}
+            tokens = logprobs.get("tokens")
+            if tokens is None:
+                raise ModelError("vLLM response has no logprobs.tokens: the server ignored logprobs=0")
+            # vLLM already removes the stop string (include_stop_str_in_output defaults to False).
+            out.append(Generation(choice["text"], prompt_tokens, len(tokens), reason))
+        return out
+
+    def close(self) -> None:
+        """Close the HTTP client (the server keeps running)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None

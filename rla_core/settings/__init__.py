@@ -1,0 +1,122 @@
+"""Setting adapters: what differs between text games, coding and GUI control, behind one interface.
+
+Each stage in ``tasks/`` asks :func:`adapter_for` for its setting's adapter and calls the same
+methods; the adapters compose the environment, model and algorithm modules of rla_core. They do I/O
+(environments, sandbox, generation) but hold no reward or acceptance rules — those are in
+``rla_core.algo``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import polars as pl
+
+from rla_core.config import RunConfig, Setting
+from rla_core.errors import ConfigError, EnvironmentSpecError
+
+if TYPE_CHECKING:
+    from rla_core.algo.curriculum import PlayTask, RewriteTarget
+    from rla_core.config import SamplingConfig
+    from rla_core.models.generator import Generator
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_data_path(path: str | Path) -> Path:
+    """A data path from the config: as given if it exists (relative to the cwd), else relative to the project."""
+    p = Path(path)
+    if p.exists() or p.is_absolute():
+        return p
+    candidate = PROJECT_ROOT / p
+    return candidate if candidate.exists() else p
+
+
+def read_jsonl(path: str | Path, *, what: str) -> list[dict[str, Any]]:
+    """Rows of a JSONL file; a specific error names the file and line of any bad row."""
+    p = resolve_data_path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what} file '{path}' does not exist; set it in the config or pass --tasks")
+    rows: list[dict[str, Any]] = []
+    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise EnvironmentSpecError(f"{what} file '{p}' line {lineno} is not JSON: {exc.msg}") from None
+        if not isinstance(row, dict):
+            raise EnvironmentSpecError(f"{what} file '{p}' line {lineno} is not a JSON object")
+        rows.append(row)
+    if not rows:
+        raise EnvironmentSpecError(f"{what} file '{p}' has no tasks")
+    return rows
+
+
+@dataclass(frozen=True)
+class WarmStartData:
+    """What the bootstrap stage needs: tokenizer corpus and SFT demonstrations for both models."""
+
+    corpus: list[str]
+    policy_rows: pl.DataFrame  # prompt, response
+    reward_rows: pl.DataFrame  # prompt, response
+
+
+class SettingAdapter(Protocol):
+    """The per-setting operations the stages call."""
+
+    env_name: str
+
+    def seed_tasks(self, cfg: RunConfig) -> list[tuple[str, str, dict[str, Any]]]: ...
+
+    def eval_tasks(self, cfg: RunConfig, path: str | Path | None) -> list[PlayTask]: ...
+
+    def warm_start(self, cfg: RunConfig, *, seed: int) -> WarmStartData: ...
+
+    def rollout(
+        self,
+        cfg: RunConfig,
+        tasks: list[PlayTask],
+        *,
+        generator: Generator,
+        n: int,
+        max_steps: int,
+        sampling: SamplingConfig,
+        seed: int,
+        iteration: int,
+    ) -> dict[str, pl.DataFrame]: ...
+
+    def accuracy(self, frames: dict[str, pl.DataFrame]) -> pl.DataFrame: ...
+
+    def labels(
+        self, cfg: RunConfig, frames: dict[str, pl.DataFrame], *, accepted: set[str]
+    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]: ...
+
+    def propose(
+        self,
+        cfg: RunConfig,
+        frames: dict[str, pl.DataFrame],
+        targets: list[RewriteTarget],
+        *,
+        env_model: Generator | None,
+        seed: int,
+        iteration: int,
+    ) -> pl.DataFrame: ...
+
+
+def adapter_for(setting: Setting) -> SettingAdapter:
+    """The adapter of a setting."""
+    if setting is Setting.TEXTGAME:
+        from rla_core.settings.textgame import TextGameSetting
+
+        return TextGameSetting()
+    if setting is Setting.CODING:
+        from rla_core.settings.coding import CodingSetting
+
+        return CodingSetting()
+    from rla_core.settings.gui import GuiSetting
+
+    return GuiSetting()

@@ -1,0 +1,338 @@
+"""The coding setting: programs judged by GT tests, a reward model that writes unit tests (spec §1.1, §2.3-2.5, §3.1).
+
+One rollout step is one program. The rollout stage also runs each program on its task's GT tests in
+the sandbox, because the outcome (+1 iff all GT tests pass) and score (GT pass ratio) belong to the
+rollout; the execute stage runs the programs on the reward model's generated tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from rla_core.algo.coding_rewards import (
+    code_table,
+    coding_metrics,
+    coding_policy_samples,
+    coding_reward_samples,
+)
+from rla_core.algo.curriculum import PlayTask, RewriteTarget
+from rla_core.config import RunConfig
+from rla_core.errors import EnvironmentSpecError
+from rla_core.schemas import validate
+from rla_core.settings import WarmStartData, resolve_data_path
+
+if TYPE_CHECKING:
+    from rla_core.coding.tasks import CodingTask
+    from rla_core.config import SamplingConfig
+    from rla_core.models.generator import Generator
+    from rla_core.sandbox.runner import Sandbox
+
+
+def coding_task(task_id: str, spec: dict[str, Any]) -> CodingTask:
+    """The CodingTask of a registry entry, carrying the registry's task id."""
+    from rla_core.coding.tasks import CodingTask
+
+    return dataclasses.replace(CodingTask.from_spec(spec, where=task_id), task_id=task_id)
+
+
+def sandbox(cfg: RunConfig) -> Sandbox:
+    from rla_core.sandbox.runner import Sandbox
+
+    return Sandbox(max_parallel=cfg.coding.max_parallel)
+
+
+def _load(path: str | Path, *, what: str) -> list[CodingTask]:
+    from rla_core.coding.tasks import load_problems
+
+    p = resolve_data_path(path)
+    tasks, invalid = load_problems(p)
+    if invalid:
+        first = invalid[0]
+        raise EnvironmentSpecError(
+            f"{what} file '{p}' has {len(invalid)} malformed problem(s); first: {first}"
+        )
+    return tasks
+
+
+def programs_frame(rollouts: pl.DataFrame) -> pl.DataFrame:
+    """task_id, rollout_id, code (null when no program could be extracted) from coding rollouts."""
+    return rollouts.select(
+        "task_id",
+        "rollout_id",
+        code=pl.when(pl.col("action_valid")).then(pl.col("action")).otherwise(None),
+    )
+
+
+class CodingSetting:
+    """Coding problems with stdin/stdout or function tests."""
+
+    env_name = "coding"
+
+    def seed_tasks(self, cfg: RunConfig) -> list[tuple[str, str, dict[str, Any]]]:
+        return [
+            (t.task_id, self.env_name, t.spec()) for t in _load(cfg.coding.problems, what="training problem")
+        ]
+
+    def eval_tasks(self, cfg: RunConfig, path: str | Path | None) -> list[PlayTask]:
+        tasks = _load(path or cfg.coding.eval_problems, what="evaluation problem")
+        return [PlayTask(t.task_id, t.task_id, False, t.spec()) for t in tasks]
+
+    def warm_start(self, cfg: RunConfig, *, seed: int) -> WarmStartData:
+        from rla_core.coding.demos import policy_demo_rows, unit_test_demo_rows
+        from rla_core.coding.prompts import TEMPLATES
+
+        del seed  # the demonstrations are the reference solutions: deterministic
+        tasks = _load(cfg.coding.problems, what="training problem")
+        policy = policy_demo_rows(tasks)
+        reward = unit_test_demo_rows(tasks, sandbox=sandbox(cfg), tests_per_task=2)
+        corpus = [
+            *TEMPLATES.values(),
+            *policy["prompt"],
+            *policy["response"],
+            *reward["prompt"],
+            *reward["response"],
+        ]
+        return WarmStartData(corpus=list(corpus), policy_rows=policy, reward_rows=reward)
+
+    def rollout(
+        self,
+        cfg: RunConfig,
+        tasks: list[PlayTask],
+        *,
+        generator: Generator,
+        n: int,
+        max_steps: int,
+        sampling: SamplingConfig,
+        seed: int,
+        iteration: int,
+    ) -> dict[str, pl.DataFrame]:
+        from rla_core.coding.execute import gt_tests_frame, run_tests
+        from rla_core.coding.prompts import policy_prompt
+        from rla_core.coding.unit_tests import extract_program
+
+        del max_steps  # coding has one step per rollout (spec §0: T = 1)
+        coding = [coding_task(t.task_id, t.spec) for t in tasks]
+        prompts = [
+            policy_prompt(c.question, test_method=c.test_method, entry_point=c.entry_point) for c in coding
+        ]
+        outputs = generator.generate(prompts, n=n, sampling=sampling, seed=seed)
+        rows: list[dict[str, Any]] = []
+        for task, prompt, samples in zip(tasks, prompts, outputs, strict=True):
+            for rollout_id, gen in enumerate(samples):
+                program = extract_program(gen.text)
+                rows.append(
+                    {
+                        "iteration": iteration,
+                        "task_id": task.task_id,
+                        "slot_id": task.slot_id,
+                        "pending": task.pending,
+                        "rollout_id": rollout_id,
+                        "step": 0,
+                        "prompt": prompt,
+                        "response": gen.text,
+                        "action": program.value or "",
+                        "action_valid": program.valid,
+                        "invalid_reason": program.reason,
+                        "next_observation": "",
+                        "expert_actions": None,
+                        "done": True,
+                        "outcome": None,
+                        "score": None,
+                        "prompt_tokens": gen.prompt_tokens,
+                        "response_tokens": gen.completion_tokens,
+                    }
+                )
+        base = pl.DataFrame(rows, schema=_ROLLOUT_SCHEMA)
+        executions = run_tests(
+            programs_frame(base),
+            gt_tests_frame(coding),
+            sandbox=sandbox(cfg),
+            iteration=iteration,
+            memory_mb=cfg.coding.memory_limit_mb,
+            output_kb=cfg.coding.output_limit_kb,
+        )
+        codes = code_table(base, executions).select(
+            "task_id", "rollout_id", "pass_all", "pass_ratio", "n_gt_tests", "gt_passed"
+        )
+        rollouts = (
+            base.drop("outcome", "score", "next_observation")
+            .join(codes, on=["task_id", "rollout_id"], how="left")
+            .with_columns(
+                outcome=pl.when(pl.col("pass_all")).then(1.0).otherwise(-1.0),
+                score=pl.col("pass_ratio"),
+                next_observation=pl.format(
+                    "passed {}/{} GT tests", pl.col("gt_passed"), pl.col("n_gt_tests")
+                ),
+            )
+        )
+        return {"rollouts": validate("rollouts", rollouts.drop("pass_all", "pass_ratio", "n_gt_tests", "gt_passed")),
+                "executions": executions}  # fmt: skip
+
+    def write_tests(
+        self, cfg: RunConfig, tasks: list[CodingTask], *, generator: Generator, seed: int, iteration: int
+    ) -> pl.DataFrame:
+        """K unit tests per task written by the reward model (spec §1.1 step 2); artifact 'unit_tests'."""
+        from rla_core.coding.prompts import unit_test_prompt
+        from rla_core.coding.unit_tests import unit_test_rows
+
+        k = cfg.coding.unit_tests_per_task
+        prompts = [
+            unit_test_prompt(t.question, test_method=t.test_method, entry_point=t.entry_point) for t in tasks
+        ]
+        outputs = generator.generate(prompts, n=k, sampling=cfg.coding.unit_test_sampling, seed=seed)
+        frames = [
+            unit_test_rows(
+                iteration=iteration, task_id=t.task_id, prompts=[p] * k, responses=[g.text for g in gens]
+            )
+            for t, p, gens in zip(tasks, prompts, outputs, strict=True)
+        ]
+        return pl.concat(frames) if frames else validate("unit_tests", pl.DataFrame(schema=_UT_SCHEMA))
+
+    def execute(
+        self,
+        cfg: RunConfig,
+        rollouts: pl.DataFrame,
+        unit_tests: pl.DataFrame,
+        tasks: list[CodingTask],
+        *,
+        iteration: int,
+    ) -> pl.DataFrame:
+        """Run every program on its task's generated tests (spec §1.1 step 3); artifact 'executions'."""
+        from rla_core.coding.execute import generated_tests_frame, run_tests
+
+        return run_tests(
+            programs_frame(rollouts),
+            generated_tests_frame(unit_tests, tasks),
+            sandbox=sandbox(cfg),
+            iteration=iteration,
+            memory_mb=cfg.coding.memory_limit_mb,
+            output_kb=cfg.coding.output_limit_kb,
+        )
+
+    def accuracy(self, frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
+        """acc = share of a task's programs passing all GT tests (spec §0)."""
+        return (
+            frames["rollouts"]
+            .group_by("task_id")
+            .agg(n_rollouts=pl.len(), acc=(pl.col("outcome") > 0).mean())
+            .sort("task_id")
+        )
+
+    def labels(
+        self, cfg: RunConfig, frames: dict[str, pl.DataFrame], *, accepted: set[str]
+    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
+        rollouts, executions, unit_tests = frames["rollouts"], frames["executions"], frames["unit_tests"]
+        policy, p_stats = coding_policy_samples(
+            rollouts, executions, cfg=cfg.reward, accepted_pending=accepted
+        )
+        reward, r_stats = coding_reward_samples(
+            rollouts, executions, unit_tests, cfg=cfg.reward, accepted_pending=accepted
+        )
+        stats = {f"policy/{k}": float(v) for k, v in p_stats.items()}
+        stats |= {f"reward_model/{k}": float(v) for k, v in r_stats.items()}
+        for name, value in coding_metrics(rollouts, executions, unit_tests).items():
+            if value is not None:
+                stats[f"reward_model/{name}" if name != "acc" else "policy/gt_pass_all_acc"] = float(value)
+        return policy, reward, stats
+
+    def propose(
+        self,
+        cfg: RunConfig,
+        frames: dict[str, pl.DataFrame],
+        targets: list[RewriteTarget],
+        *,
+        env_model: Generator | None,
+        seed: int,
+        iteration: int,
+    ) -> pl.DataFrame:
+        """LLM rewrites of too-easy / too-hard problems anchored to the root problem (spec §3.1)."""
+        from rla_core.coding.rewriter import critic_feedback, pass_rates, proposal_rows, rewrite_prompt
+        from rla_core.errors import ConfigError
+
+        if env_model is None:
+            raise ConfigError(
+                "coding problems are rewritten by an environment model: set models.environment, or "
+                "adaptation.enabled=false for a static problem set"
+            )
+        rates = pass_rates(frames["executions"])
+        unit_tests = frames["unit_tests"]
+        limit = cfg.coding.max_prompt_test_chars
+        prompts: list[str] = []
+        contexts: list[tuple[RewriteTarget, CodingTask, dict[str, Any]]] = []
+        for target in targets:
+            current = coding_task(target.task_id, target.spec)
+            root = coding_task(target.slot_id, target.root_spec)
+            mine = rates.filter(pl.col("task_id") == target.task_id)
+            gt_rate = dict(
+                zip(
+                    mine.filter(pl.col("test_kind") == "gt")["test_idx"],
+                    mine.filter(pl.col("test_kind") == "gt")["pass_rate"],
+                    strict=True,
+                )
+            )
+            gen = unit_tests.filter(pl.col("task_id") == target.task_id).sort("test_idx")
+            gen_rate = dict(
+                zip(
+                    mine.filter(pl.col("test_kind") == "generated")["test_idx"],
+                    mine.filter(pl.col("test_kind") == "generated")["pass_rate"],
+                    strict=True,
+                )
+            )
+            feedback = critic_feedback(
+                gt_tests=list(current.tests),
+                gt_rates=[gt_rate.get(k) for k in range(len(current.tests))],
+                generated_tests=list(zip(gen["test_input"], gen["test_output"], strict=True)),
+                generated_rates=[gen_rate.get(k) for k in gen["test_idx"]],
+                max_chars=limit,
+            )
+            prompt = rewrite_prompt(
+                root=root, current=current, feedback=feedback, goal=target.goal.value, prev_acc=target.prev_acc,
+                min_tests=cfg.coding.min_rewrite_tests, time_limit_s=cfg.coding.env_time_limit_s, max_chars=limit,
+            )  # fmt: skip
+            prompts.append(prompt)
+            contexts.append((target, current, feedback))
+        if not prompts:
+            return validate("proposals", pl.DataFrame(schema=_PROPOSAL_SCHEMA))
+        outputs = env_model.generate(
+            prompts, n=cfg.adaptation.candidates, sampling=cfg.adaptation.sampling, seed=seed
+        )
+        frames_out = [
+            proposal_rows(
+                iteration=iteration,
+                slot_id=target.slot_id,
+                parent=current,
+                goal=target.goal.value,
+                prev_acc=target.prev_acc,
+                feedback=feedback,
+                candidates=[g.text for g in gens],
+                min_tests=cfg.coding.min_rewrite_tests,
+                time_limit_s=cfg.coding.env_time_limit_s,
+            )
+            for (target, current, feedback), gens in zip(contexts, outputs, strict=True)
+        ]
+        return pl.concat(frames_out)
+
+
+_ROLLOUT_SCHEMA = {
+    "iteration": pl.Int64, "task_id": pl.String, "slot_id": pl.String, "pending": pl.Boolean,
+    "rollout_id": pl.Int64, "step": pl.Int64, "prompt": pl.String, "response": pl.String, "action": pl.String,
+    "action_valid": pl.Boolean, "invalid_reason": pl.String, "next_observation": pl.String,
+    "expert_actions": pl.String, "done": pl.Boolean, "outcome": pl.Float64, "score": pl.Float64,
+    "prompt_tokens": pl.Int64, "response_tokens": pl.Int64,
+}  # fmt: skip
+_UT_SCHEMA = {
+    "iteration": pl.Int64, "task_id": pl.String, "test_idx": pl.Int64, "prompt": pl.String, "response": pl.String,
+    "test_input": pl.String, "test_output": pl.String, "valid": pl.Boolean, "invalid_reason": pl.String,
+}  # fmt: skip
+_PROPOSAL_SCHEMA = {
+    "iteration": pl.Int64, "slot_id": pl.String, "parent_task_id": pl.String, "candidate_idx": pl.Int64,
+    "goal": pl.String, "prev_acc": pl.Float64, "critic_feedback": pl.String, "spec": pl.String,
+    "valid": pl.Boolean, "invalid_reason": pl.String, "chosen": pl.Boolean,
+}  # fmt: skip
+
+__all__ = ["CodingSetting", "coding_task", "json"]

@@ -1,0 +1,56 @@
+"""Stage adapt: critic feedback → harder/easier variants of mis-sized tasks, pending for the next step (spec §3)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import polars as pl
+
+from rla_core.algo.curriculum import register_chosen, rewrite_targets
+from rla_core.algo.registry import TaskRegistry
+from rla_core.settings import adapter_for
+from tasks.stage import StageContext, StageRef, signal_frames, stage
+
+
+@stage(
+    "adapt",
+    config=("setting", "adaptation", "models.environment", "models.backend", "models.vllm_base_url",
+            "rollout.max_steps", "textgame.game_cache_dir", "coding"),
+    uses=("rla_core.algo", "rla_core.settings", "rla_core.envs", "rla_core.coding"),
+)  # fmt: skip
+def adapt(
+    ctx: StageContext,
+    *,
+    rollouts: StageRef,
+    tasks: StageRef,
+    models: StageRef,
+    judgments: StageRef | None = None,
+    unit_tests: StageRef | None = None,
+    executions: StageRef | None = None,
+) -> dict[str, float]:
+    """Write 'proposals' (every candidate, valid or not, with reasons) and the updated 'tasks' registry."""
+    cfg = ctx.config
+    adapter = adapter_for(cfg.setting)
+    frames = signal_frames(
+        ctx, rollouts=rollouts, judgments=judgments, unit_tests=unit_tests, executions=executions
+    )
+    registry = TaskRegistry.from_events(ctx.read(tasks, "tasks"))
+    targets = rewrite_targets(registry, adapter.accuracy(frames), cfg=cfg.adaptation)
+    with contextlib.ExitStack() as stack:
+        env_model = (
+            stack.enter_context(ctx.generator(models, "environment"))
+            if cfg.models.environment is not None and targets
+            else None
+        )
+        proposals = adapter.propose(
+            cfg, frames, targets, env_model=env_model, seed=ctx.seed, iteration=ctx.iteration
+        )
+    registry, created = register_chosen(registry, proposals, iteration=ctx.iteration)
+    ctx.writer.write_frame("proposals", proposals)
+    ctx.writer.write_frame("tasks", registry.events)
+    return {
+        "env/rewrite_targets": float(len(targets)),
+        "env/proposals": float(proposals.height),
+        "env/proposals_valid": float(proposals.filter(pl.col("valid")).height),
+        "env/pending_created": float(len(created)),
+    }

@@ -1,0 +1,51 @@
+"""Stage evaluate: the new policy on held-out tasks (spec §1.2 step 5); also `rla eval`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from rla_core.algo.metrics import eval_metrics, eval_rows
+from rla_core.config import RunConfig
+from rla_core.settings import adapter_for
+from tasks.stage import RunContext, StageContext, StageRef, file_digest, stage
+
+
+def evaluate_checkpoint(
+    cfg: RunConfig, policy_dir: Path, *, tasks_file: str | Path | None, iteration: int, seed: int = 0
+) -> pl.DataFrame:
+    """Play the held-out tasks with a policy checkpoint; artifact 'eval' (one row per episode)."""
+    from rla_core.models.generator import open_generator
+
+    adapter = adapter_for(cfg.setting)
+    play = adapter.eval_tasks(cfg, tasks_file)
+    generator = open_generator(policy_dir, models=cfg.models)
+    try:
+        frames = adapter.rollout(
+            cfg, play, generator=generator, n=cfg.evaluation.rollouts_per_task, max_steps=cfg.evaluation.max_steps,
+            sampling=cfg.evaluation.sampling, seed=seed, iteration=iteration,
+        )  # fmt: skip
+    finally:
+        generator.close()
+    return eval_rows(frames["rollouts"], iteration=iteration)
+
+
+def _eval_files(run: RunContext) -> str:
+    cfg = run.config
+    return file_digest(cfg.coding.eval_problems if cfg.setting == "coding" else cfg.textgame.eval_tasks)
+
+
+@stage(
+    "evaluate",
+    config=("setting", "evaluation", "models.backend", "models.vllm_base_url", "threads", "textgame", "coding"),
+    uses=("rla_core.envs", "rla_core.models.generator", "rla_core.algo.metrics", "rla_core.settings"),
+    key_extra=_eval_files,
+)  # fmt: skip
+def evaluate(ctx: StageContext, *, policy: StageRef) -> dict[str, float]:
+    """Write 'eval'."""
+    evals = evaluate_checkpoint(
+        ctx.config, ctx.checkpoint(policy, "policy"), tasks_file=None, iteration=ctx.iteration, seed=ctx.seed
+    )
+    ctx.writer.write_frame("eval", evals)
+    return eval_metrics(evals)

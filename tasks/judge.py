@@ -1,0 +1,32 @@
+"""Stage judge (text games, GUI): the reward model judges every step m times (spec §1.2(b))."""
+
+from __future__ import annotations
+
+from rla_core.algo.metrics import judgment_metrics
+from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy, judge_steps
+from tasks.stage import StageContext, StageRef, stage
+
+
+@stage(
+    "judge",
+    config=("judge", "models.backend", "models.vllm_base_url", "threads"),
+    uses=("rla_core.envs", "rla_core.models.generator", "rla_core.algo.parsing"),
+)
+def judge(ctx: StageContext, *, rollouts: StageRef, reward_model: StageRef) -> dict[str, float]:
+    """Write 'judgments': m parsed judgments per rollout step (unparsable → null score + reason)."""
+    cfg = ctx.config
+    steps = ctx.read(rollouts, "rollouts")
+    with ctx.generator(reward_model, "reward") as generator:
+        judgments = judge_steps(
+            steps, generator=generator, m=cfg.judge.m, sampling=cfg.judge.sampling, seed=ctx.seed,
+            iteration=ctx.iteration,
+        )  # fmt: skip
+    ctx.writer.write_frame("judgments", judgments)
+    metrics = judgment_metrics(judgments)
+    for name, value in (
+        ("reward_model/step_accuracy", judge_step_accuracy(steps, judgments)),
+        ("reward_model/outcome_agreement", judge_outcome_agreement(steps, judgments)),
+    ):
+        if value is not None:
+            metrics[name] = value
+    return metrics

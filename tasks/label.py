@@ -1,0 +1,50 @@
+"""Stage label: decide last step's pending tasks, then build policy and reward-model training rows (spec §2)."""
+
+from __future__ import annotations
+
+from rla_core.algo.curriculum import accepted_pending, decide_pending
+from rla_core.algo.metrics import band_share
+from rla_core.algo.registry import TaskRegistry
+from rla_core.settings import adapter_for
+from tasks.stage import StageContext, StageRef, signal_frames, stage
+
+
+@stage(
+    "label",
+    config=("setting", "reward", "judge.m", "adaptation"),
+    uses=("rla_core.algo", "rla_core.settings"),
+)
+def label(
+    ctx: StageContext,
+    *,
+    rollouts: StageRef,
+    tasks: StageRef,
+    judgments: StageRef | None = None,
+    unit_tests: StageRef | None = None,
+    executions: StageRef | None = None,
+) -> dict[str, float]:
+    """Write 'decisions', the updated 'tasks' registry, 'policy_samples' and 'reward_samples'."""
+    cfg = ctx.config
+    adapter = adapter_for(cfg.setting)
+    frames = signal_frames(
+        ctx, rollouts=rollouts, judgments=judgments, unit_tests=unit_tests, executions=executions
+    )
+    acc = adapter.accuracy(frames)
+    registry, decisions = decide_pending(
+        TaskRegistry.from_events(ctx.read(tasks, "tasks")), acc, cfg=cfg.adaptation, iteration=ctx.iteration
+    )
+    policy, reward, stats = adapter.labels(cfg, frames, accepted=accepted_pending(decisions))
+    ctx.writer.write_frame("decisions", decisions)
+    ctx.writer.write_frame("tasks", registry.events)
+    ctx.writer.write_frame("policy_samples", policy)
+    ctx.writer.write_frame("reward_samples", reward)
+    accepted = decisions.filter(decisions["accepted"]).height
+    return {
+        **stats,
+        **band_share(acc, cfg.reward.rm_acc_band),
+        "policy/samples": float(policy.height),
+        "reward_model/samples": float(reward.height),
+        "env/pending_decided": float(decisions.height),
+        "env/pending_accepted": float(accepted),
+        "env/pending_rejected": float(decisions.height - accepted),
+    }

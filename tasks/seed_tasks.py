@@ -1,0 +1,25 @@
+"""Stage seed_tasks (iteration 0): the setting's seed task set becomes the registry's version-0 tasks."""
+
+from __future__ import annotations
+
+from rla_core.algo.registry import TaskRegistry
+from rla_core.settings import adapter_for
+from tasks.stage import RunContext, StageContext, file_digest, stage
+
+
+def _task_files(run: RunContext) -> str:
+    cfg = run.config
+    return file_digest(cfg.coding.problems if cfg.setting == "coding" else cfg.textgame.tasks)
+
+
+@stage(
+    "seed_tasks",
+    config=("setting", "textgame.tasks", "coding.problems"),
+    uses=("rla_core.algo.registry", "rla_core.settings"),
+    key_extra=_task_files,
+)
+def seed_tasks(ctx: StageContext) -> dict[str, float]:
+    """Write the initial 'tasks' registry (one active version-0 task per slot)."""
+    registry = TaskRegistry.seed(adapter_for(ctx.config.setting).seed_tasks(ctx.config), iteration=0)
+    ctx.writer.write_frame("tasks", registry.events)
+    return {"env/slots": float(len(registry.slots()))}

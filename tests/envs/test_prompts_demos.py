@@ -1,0 +1,33 @@
+"""Prompt templates and warm-start demonstrations."""
+
+from __future__ import annotations
+
+from rla_core.envs.demos import corpus_texts, judge_demos, policy_demos
+from rla_core.envs.prompts import render_policy_prompt, template_hash
+from rla_core.envs.textworld_env import TextWorldEnv
+from tests.envs.conftest import TWO_STEP
+
+
+def test_policy_prompt_shows_last_k_turns_and_numbered_actions() -> None:
+    history = [("obs A", "act A"), ("obs B", "act B"), ("obs C", "act C")]
+    prompt = render_policy_prompt(
+        instruction="Do it.", history=history, observation="now", actions=["look", "go east"], history_turns=2
+    )
+    # k=2: only the last two turns (B, C) are shown
+    assert "obs A" not in prompt and "you took action: act B" in prompt and "act C" in prompt
+    assert "0: look\n1: go east" in prompt and "\\boxed{}" in prompt
+    assert len(template_hash()) == 64
+
+
+def test_demos_follow_the_walkthrough_and_label_by_policy_commands(env: TextWorldEnv) -> None:
+    policy = policy_demos(env, [TWO_STEP])
+    # walkthrough ['go east', 'close safe'] -> two rows; responses box the action's index
+    assert policy.height == 2
+    assert policy["response"][0].startswith("I should go east.")
+    index = policy["response"][0].split("\\boxed{")[1].rstrip("}")
+    assert f"{index}: go east" in policy["prompt"][0]
+    judge = judge_demos(env, [TWO_STEP], random_rollouts=2, max_steps=3, seed=0)
+    labels = [r.endswith("\\boxed{1}") for r in judge["response"].to_list()]
+    # the two expert steps come first and are good; random steps include bad ones
+    assert labels[:2] == [True, True] and not all(labels)
+    assert any("close safe" in t for t in corpus_texts(env, [TWO_STEP]))

@@ -1,0 +1,150 @@
+"""RL update (spec §4) and SFT on the session's tiny model: measured effects, exact loss components."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+
+from rla_core.config import LoraConfig, SamplingConfig, TrainConfig
+from rla_core.errors import ModelError
+from rla_core.models.generator import TransformersGenerator
+from rla_core.models.trainer import _ppo_k3, response_logprobs, rl_update, sft
+
+PROMPTS = [
+    "You are in a kitchen. Action:",
+    "Goal: take the key. Action:",
+    "You are in a bedroom. Action:",
+    "Is the step good? Answer",
+]
+RESPONSES = [" take key", " open chest", " go north", " \\boxed{1}"]
+CFG = TrainConfig(lr=3e-3, update_per_step=2, micro_batch_size=2)
+
+
+def _rows(advantage: float) -> pl.DataFrame:
+    return pl.DataFrame({"prompt": PROMPTS, "response": RESPONSES, "advantage": [advantage] * len(PROMPTS)})
+
+
+def _mean_logprob(model_dir: Path) -> float:
+    values = response_logprobs(model_dir, PROMPTS, RESPONSES)
+    return sum(values) / len(values)
+
+
+def test_ppo_k3_hand_computed() -> None:
+    old = torch.zeros(2, 2)
+    # Row 0: d = [ln 1.5, 0]; row 1: d = [ln 0.5, (masked)].
+    logps = torch.tensor([[math.log(1.5), 0.0], [math.log(0.5), 0.0]])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    adv = torch.tensor([[1.0], [-1.0]])
+    pg, kl, clipped = _ppo_k3(logps, old, adv, mask, 0.2)
+    # Row 0, A=+1: token 0 min(1.5, clip→1.2) = 1.2; token 1 ρ=1 → 1; pg = -(1.2 + 1) / 2 = -1.1.
+    # Row 1, A=-1: ρ=0.5, min(-0.5, -clip(0.5)=-0.8) = -0.8; one token → pg = 0.8.
+    assert pg.tolist() == pytest.approx([-1.1, 0.8])
+    # k3 row 0: back = -ln 1.5 → exp = 2/3; 2/3 - 1 + ln 1.5 = 0.0721318; token 1 gives 0; mean = 0.0360659.
+    # k3 row 1: back = ln 2 → exp = 2; 2 - 1 - ln 2 = 0.3068528 (one token).
+    assert kl.tolist() == pytest.approx([(2 / 3 - 1 + math.log(1.5)) / 2, 1 - math.log(2)])
+    # Tokens with ρ outside [0.8, 1.2]: 1.5 (row 0) and 0.5 (row 1) → 2.
+    assert float(clipped) == 2.0
+
+
+def test_positive_advantage_raises_logprob(tiny_model: Path, tmp_path: Path) -> None:
+    before = _mean_logprob(tiny_model)
+    metrics = rl_update(tiny_model, _rows(1.0), cfg=CFG, out_dir=tmp_path / "up", seed=0, lora=LoraConfig())
+    assert _mean_logprob(tmp_path / "up") > before + 0.1
+    # N = 4 rows, update_per_step = 2 → grad_accum = ceil(4/2) = 2 → 2 optimizer steps.
+    assert (metrics["optimizer_steps"], metrics["grad_accum"], metrics["rows_used"]) == (2.0, 2.0, 4.0)
+    # π_old is the same model: the first micro-step has πθ = π_old exactly, so k3 = e^0 - 1 - 0 = 0.
+    assert metrics["kl_first_micro_step"] == 0.0
+    assert metrics["noop"] == 0.0 and metrics["grad_norm"] > 0.0
+
+
+def test_negative_advantage_lowers_logprob(tiny_model: Path, tmp_path: Path) -> None:
+    before = _mean_logprob(tiny_model)
+    rl_update(tiny_model, _rows(-1.0), cfg=CFG, out_dir=tmp_path / "down", seed=0, lora=LoraConfig())
+    assert _mean_logprob(tmp_path / "down") < before - 0.1
+
+
+def test_lora_update_is_merged(tiny_model: Path, tmp_path: Path) -> None:
+    before = _mean_logprob(tiny_model)
+    lora = LoraConfig(enabled=True, r=4, alpha=8)
+    rl_update(tiny_model, _rows(1.0), cfg=CFG, out_dir=tmp_path / "lora", seed=0, lora=lora)
+    # A plain checkpoint (adapters merged): no adapter files, loads without peft, likelihood moved up.
+    assert not (tmp_path / "lora" / "adapter_config.json").exists()
+    assert _mean_logprob(tmp_path / "lora") > before
+
+
+def test_drop_and_truncate_counts(tiny_model: Path, tmp_path: Path) -> None:
+    rows = pl.DataFrame(
+        {
+            "prompt": ["go", "You are in a kitchen. There is a fridge and a counter here.", "go"],
+            "response": [" north", " north", " take key and open the chest now"],
+            "advantage": [1.0, 1.0, -1.0],
+        }
+    )
+    cfg = TrainConfig(lr=1e-4, max_prompt_len=4, max_gen_len=3)
+    metrics = rl_update(tiny_model, rows, cfg=cfg, out_dir=tmp_path / "o", seed=0, lora=LoraConfig())
+    # Row 1's prompt has more than 4 tokens → dropped; row 2's response has more than 3 → truncated.
+    assert metrics["rows_in"] == 3.0
+    assert metrics["rows_dropped_prompt_too_long"] == 1.0
+    assert metrics["rows_truncated"] == 1.0
+    assert metrics["rows_used"] == 2.0
+    # 2 rows, update_per_step = 4 → grad_accum = ceil(2/4) = 1 → one step per row = 2 steps.
+    assert metrics["optimizer_steps"] == 2.0
+
+
+@pytest.mark.parametrize(
+    ("rows", "reason"),
+    [
+        (
+            pl.DataFrame(
+                {"prompt": [], "response": [], "advantage": []},
+                schema={"prompt": pl.String, "response": pl.String, "advantage": pl.Float64},
+            ),
+            "empty_batch",
+        ),
+        (_rows(0.0), "zero_advantages"),
+    ],
+)
+def test_noop_copies_checkpoint(tiny_model: Path, tmp_path: Path, rows: pl.DataFrame, reason: str) -> None:
+    out = tmp_path / "noop"
+    metrics = rl_update(tiny_model, rows, cfg=CFG, out_dir=out, seed=0, lora=LoraConfig())
+    assert metrics["noop"] == 1.0 and metrics[f"noop_{reason}"] == 1.0 and metrics["optimizer_steps"] == 0.0
+    assert (out / "model.safetensors").read_bytes() == (tiny_model / "model.safetensors").read_bytes()
+
+
+def test_load_errors(tiny_model: Path, tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="model path does not exist"):
+        rl_update(
+            tmp_path / "missing", _rows(1.0), cfg=CFG, out_dir=tmp_path / "o", seed=0, lora=LoraConfig()
+        )
+    no_tok = tmp_path / "no-tok"
+    no_tok.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_model / name, no_tok / name)
+    with pytest.raises(ModelError, match=r"missing tokenizer_config\.json"):
+        sft(no_tok, _rows(1.0), out_dir=tmp_path / "o", epochs=1, lr=1e-3, seed=0)
+    with pytest.raises(ModelError, match="lack columns"):
+        rl_update(
+            tiny_model,
+            _rows(1.0).drop("advantage"),
+            cfg=CFG,
+            out_dir=tmp_path / "o",
+            seed=0,
+            lora=LoraConfig(),
+        )
+
+
+def test_sft_reproduces_demonstrations_and_reloads(tiny_model: Path, tmp_path: Path) -> None:
+    rows = pl.DataFrame({"prompt": PROMPTS[:3], "response": RESPONSES[:3]})
+    metrics = sft(tiny_model, rows, out_dir=tmp_path / "sft", epochs=40, lr=3e-3, seed=0)
+    assert metrics["loss"] < metrics["first_loss"] and metrics["optimizer_steps"] == 40.0
+    # The saved checkpoint reloads and generates; greedy decoding reproduces each demo and then stops (EOS).
+    gen = TransformersGenerator(tmp_path / "sft", device="cpu")
+    out = gen.generate(PROMPTS[:3], n=1, sampling=SamplingConfig(temperature=0.0, max_new_tokens=12), seed=0)
+    gen.close()
+    assert [s[0].text for s in out] == RESPONSES[:3]
+    assert [s[0].finish_reason for s in out] == ["stop"] * 3
