@@ -57,8 +57,13 @@ def config_diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> l
 
 def check_config_change(run_id: str, old: dict[str, Any], new: RunConfig, *, reconfigure: bool) -> None:
     """Refuse config changes that would corrupt a run; require --reconfigure for the others."""
-    changed = config_diff(old, new.model_dump(mode="json"))
-    if not changed or changed == ["iterations"]:
+    # Where metrics go and how many iterations to run change no artifact.
+    changed = [
+        k
+        for k in config_diff(old, new.model_dump(mode="json"))
+        if k != "iterations" and not k.startswith("tracking.")
+    ]
+    if not changed:
         return
     fixed = [k for k in changed if k.split(".")[0] in IMMUTABLE_KEYS]
     if fixed:

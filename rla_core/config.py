@@ -114,7 +114,9 @@ class ModelsConfig(_Section):
     vllm_tensor_parallel: int = Field(1, ge=1, description="Tensor parallel size for in-process vLLM.")
     device: str = Field("auto", description="'auto', 'cpu' or 'cuda[:N]' for the transformers backend.")
     generation_batch_size: int = Field(32, ge=1, description="Prompts per transformers generate call.")
-    history_turns: int = Field(2, ge=0, description="Earlier (observation, action) turns shown in the policy prompt.")
+    history_turns: int = Field(
+        2, ge=0, description="Earlier (observation, action) turns shown in the policy prompt."
+    )
     warm_start: bool = Field(True, description="SFT tiny models on expert demonstrations before iteration 1.")
     warm_start_epochs: int = Field(30, ge=0, description="Passes over the warm-start demonstrations.")
     cache_dir: str = Field(".cache/models", description="Where bootstrapped tiny models are cached.")
@@ -185,6 +187,17 @@ class TextGameConfig(_Section):
     tasks: str = Field("data/textworld/train.jsonl", description="Seed training task specs (JSONL).")
     eval_tasks: str = Field("data/textworld/eval.jsonl", description="Held-out evaluation task specs.")
     game_cache_dir: str = Field(".cache/games", description="Compiled games, cached by spec hash.")
+
+
+class GuiConfig(_Section):
+    """GUI setting (MiniWoB++ in headless Chromium) task sets and browsers."""
+
+    tasks: str = Field("data/gui/train.jsonl", description="Seed training task specs (JSONL).")
+    eval_tasks: str = Field("data/gui/eval.jsonl", description="Held-out evaluation task specs.")
+    browsers: int = Field(
+        0, ge=0, le=64, description="Browser instances in the pool; 0 sizes it to the machine."
+    )
+    call_timeout_s: float = Field(10.0, gt=0.0, le=600.0, description="Timeout of every browser call.")
 
 
 class AdaptationConfig(_Section):
@@ -283,6 +296,7 @@ class RunConfig(_Section):
     evaluation: EvalConfig = Field(default_factory=EvalConfig)
     textgame: TextGameConfig = Field(default_factory=TextGameConfig)
     coding: CodingConfig = Field(default_factory=CodingConfig)
+    gui: GuiConfig = Field(default_factory=GuiConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
     @model_validator(mode="before")
@@ -297,12 +311,20 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _rewriter_needs_model(self) -> Self:
-        if self.adaptation.enabled and self.adaptation.rewriter is RewriterKind.LLM and self.models.environment is None:
+        if (
+            self.adaptation.enabled
+            and self.adaptation.rewriter is RewriterKind.LLM
+            and self.models.environment is None
+        ):
             raise ValueError(
                 "adaptation.rewriter=llm needs an environment model: set models.environment (a checkpoint, "
                 "hub id or tiny:<name>) or use adaptation.rewriter=parametric"
             )
-        if self.adaptation.enabled and self.setting is Setting.CODING and self.adaptation.rewriter is RewriterKind.PARAMETRIC:
+        if (
+            self.adaptation.enabled
+            and self.setting is Setting.CODING
+            and self.adaptation.rewriter is RewriterKind.PARAMETRIC
+        ):
             raise ValueError(
                 "coding problems have no generation parameters to move: set adaptation.rewriter=llm with "
                 "models.environment, or adaptation.enabled=false for a static problem set"
@@ -336,7 +358,9 @@ _SETTING_DEFAULTS: dict[Setting, dict[str, Any]] = {
     },
     Setting.CODING: {
         "reward": {"policy_acc_band": {"low": 0.2, "high": 0.8}, "rm_acc_band": {"low": 0.0, "high": 1.0}},
-        "adaptation": {"low_inclusive": False},
+        # Problems are rewritten by an environment model (spec §3.1); on a laptop a tiny local one.
+        "adaptation": {"low_inclusive": False, "rewriter": "llm"},
+        "models": {"environment": "tiny:environment"},
         "rollout": {"max_steps": 1},
     },
     Setting.GUI: {
@@ -423,6 +447,8 @@ def build_config(data: dict[str, Any]) -> RunConfig:
             where = ".".join(str(p) for p in err["loc"]) or "<root>"
             if err["type"] == "extra_forbidden":
                 problems.append(f"unknown key '{where}' (check the spelling; see docs/configuration.md)")
+            elif where == "<root>" or err["type"] == "value_error":
+                problems.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
             else:
                 problems.append(f"'{where}': {err['msg']} (got {err.get('input')!r})")
         raise ConfigError("invalid config: " + "; ".join(problems)) from None

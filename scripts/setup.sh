@@ -11,3 +11,11 @@ python3 -m venv "$venv"
 if [ "$(id -u)" = "0" ] && ! id rla-sandbox >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin rla-sandbox
 fi
+# GUI setting (rla_core/envs/miniwob): headless Chromium + chromedriver from Debian, offline-capable.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ]; then
+    apt-get update -q && apt-get install -y -q chromium chromium-driver
+  else
+    echo "GUI setting: install Debian's 'chromium' and 'chromium-driver' (sudo apt-get install chromium chromium-driver)" >&2
+  fi
+fi

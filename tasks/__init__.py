@@ -13,6 +13,10 @@ _PREFECT_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",
     "PREFECT_LOGGING_TO_API_BATCH_INTERVAL": "0.3",
+    # Stage logs are the progress display; per-file download/load bars of transformers only add noise.
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TQDM_DISABLE": "1",
 }
 for _key, _value in _PREFECT_DEFAULTS.items():
     os.environ.setdefault(_key, _value)

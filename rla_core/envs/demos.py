@@ -99,7 +99,7 @@ def judge_demos(
     specs: Sequence[dict[str, Any]],
     *,
     random_rollouts: int = 2,
-    max_steps: int = 8,
+    max_steps: int = 4,
     seed: int = 0,
     history_turns: int = 2,
 ) -> pl.DataFrame:
@@ -108,6 +108,10 @@ def judge_demos(
     Each task contributes its walkthrough steps (good) and ``random_rollouts`` trajectories of
     uniformly random admissible actions (seeded by ``derive_seed(seed, spec, i)``), each step labelled
     good iff its action was one of the engine's optimal next commands.
+
+    Random trajectories stop after ``max_steps`` (default 4): their later steps are nearly all bad and
+    each costs a long judge prompt in SFT, so 4 keeps the labels more balanced and the warm start
+    within its time budget (``benchmarks/bench_warmstart_textgame.py``: judge step accuracy > 0.5).
     """
     rows: list[dict[str, str]] = []
     for spec in specs:

@@ -6,9 +6,10 @@ are parsed with the tolerant rule of :func:`rla_core.algo.parsing.parse_boxed_sc
 output is stored as a null score with its ``parse_error`` (design §4: never a fabricated 0 — the 0 of
 spec §2.1 is applied where rewards are computed).
 
-Seeds: by default all prompts go to ONE generate call (``n=m``) seeded with
-``derive_seed(seed, "judge")``; ``GenerationMode.PER_EPISODE`` instead makes one call per step seeded
-with ``derive_seed(seed, task_id, rollout_id, step)`` so a step's judgments do not depend on the others.
+Seeds: step ``(task_id, rollout_id, step)`` is judged with ``derive_seed(seed, "judge", task_id,
+rollout_id, step)`` (judgment k = sample k of that seed), so a step's judgments never depend on the
+other steps judged with it. ``GenerationMode.JOINT`` (default) sends all judge prompts in ONE generate
+call (``n=m``, per-prompt ``seeds``); ``PER_EPISODE`` makes one call per step — the same judgments.
 
 Example:
     >>> j = judge_steps(rollouts, generator=gen, m=3, sampling=SamplingConfig(), seed=1, iteration=1)  # doctest: +SKIP
@@ -47,6 +48,8 @@ def judge_steps(
 ) -> pl.DataFrame:
     """Judge every rollout step ``m`` times; return the 'judgments' artifact (spec §1.2(b), §5).
 
+    Judgments of a step depend only on that step and the seed (module docstring), not on the batch.
+
     Reads 'rollouts' columns task_id, rollout_id, step, prompt, response, next_observation. Writes
     iteration, task_id, rollout_id, step, judge_idx (0..m-1), prompt (the judge prompt), response,
     score (+1 / -1, null when unparsable) and parse_error (null when parsed).
@@ -63,15 +66,14 @@ def judge_steps(
         )
         for s in steps
     ]
+    seeds = [derive_seed(seed, "judge", s["task_id"], s["rollout_id"], s["step"]) for s in steps]
     outputs: list[list[Generation]]
     if mode is GenerationMode.JOINT:
-        outputs = generator.generate(prompts, n=m, sampling=sampling, seed=derive_seed(seed, "judge"))
+        outputs = generator.generate(prompts, n=m, sampling=sampling, seed=seeds[0], seeds=seeds)
     else:
         outputs = [
-            generator.generate(
-                [p], n=m, sampling=sampling, seed=derive_seed(seed, s["task_id"], s["rollout_id"], s["step"])
-            )[0]
-            for p, s in zip(prompts, steps, strict=True)
+            generator.generate([p], n=m, sampling=sampling, seed=s, seeds=[s])[0]
+            for p, s in zip(prompts, seeds, strict=True)
         ]
     rows: list[dict[str, Any]] = []
     for s, prompt, samples in zip(steps, prompts, outputs, strict=True):

@@ -7,10 +7,16 @@ unless ``models.warm_start`` is set, since real models need none).
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rla_core.config import RunConfig
+from rla_core.config import RunConfig, hash_jsonable
 from rla_core.settings import adapter_for
 
 
@@ -42,7 +48,20 @@ def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartR
     ):
         base = resolve_model(ref, corpus=data.corpus, cache_dir=cache)
         epochs = cfg.models.warm_start_epochs if cfg.models.warm_start else 0
-        stats = sft(base, rows, out_dir=out_dir / role, epochs=epochs, lr=cfg.training.sft_lr, seed=seed)
+        if ref.startswith("tiny:"):
+            # Tiny models are named by content hash, so (model, demos, schedule, seed) identifies the result.
+            key = hash_jsonable(
+                [base.name, rows.hash_rows().to_list(), epochs, cfg.training.sft_lr, seed, cfg.threads]
+            )
+            stats = _cached_sft(
+                cache / "warm" / f"{role}-{key[:16]}",
+                out_dir / role,
+                functools.partial(
+                    _sft_into, sft, base, rows, epochs=epochs, lr=cfg.training.sft_lr, seed=seed
+                ),
+            )
+        else:
+            stats = sft(base, rows, out_dir=out_dir / role, epochs=epochs, lr=cfg.training.sft_lr, seed=seed)
         metrics |= {f"{prefix}/warm_start_{k}": float(v) for k, v in stats.items()}
         dirs[role] = out_dir / role
     env_dir = (
@@ -53,3 +72,36 @@ def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartR
     return WarmStartResult(
         policy_dir=dirs["policy"], reward_dir=dirs["reward"], metrics=metrics, environment_dir=env_dir
     )
+
+
+def _cached_sft(entry: Path, out: Path, train: Callable[[Path], dict[str, float]]) -> dict[str, float]:
+    """Run ``train`` into a cache entry once (temp dir + rename, so a killed run leaves no half entry)."""
+    if not (entry / "metrics.json").is_file():
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
+        try:
+            stats = train(tmp / "model")
+            (tmp / "metrics.json").write_text(json.dumps(stats))
+            try:
+                os.rename(tmp, entry)
+            except OSError:
+                if not (entry / "metrics.json").is_file():  # not a concurrent writer's finished entry
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(entry / "model", out)
+    stats_cached: dict[str, float] = json.loads((entry / "metrics.json").read_text())
+    return stats_cached
+
+
+def _sft_into(
+    sft: Callable[..., dict[str, float]],
+    base: Path,
+    rows: object,
+    out: Path,
+    *,
+    epochs: int,
+    lr: float,
+    seed: int,
+) -> dict[str, float]:
+    return sft(base, rows, out_dir=out, epochs=epochs, lr=lr, seed=seed)

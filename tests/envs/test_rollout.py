@@ -10,7 +10,8 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 from rla_core.config import SamplingConfig
-from rla_core.envs.rollout import RolloutTask, run_rollouts
+from rla_core.envs.judge import judge_steps
+from rla_core.envs.rollout import GenerationMode, RolloutTask, derive_seed, run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.models.generator import Generation, TransformersGenerator
 from tests.envs.conftest import ONE_STEP, TWO_STEP
@@ -22,11 +23,19 @@ class RecordedGenerator:
     def __init__(self, texts: Sequence[str]) -> None:
         self.texts = list(texts)
         self.calls: list[int] = []
+        self.seeds: list[list[int] | None] = []
 
     def generate(
-        self, prompts: Sequence[str], *, n: int, sampling: SamplingConfig, seed: int
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int,
+        sampling: SamplingConfig,
+        seed: int,
+        seeds: Sequence[int] | None = None,
     ) -> list[list[Generation]]:
         self.calls.append(len(prompts))
+        self.seeds.append(None if seeds is None else list(seeds))
         return [[Generation(self.texts.pop(0), 10, 3, "stop") for _ in range(n)] for _ in prompts]
 
     def close(self) -> None:
@@ -90,9 +99,34 @@ def test_winning_rollout_is_cut_at_the_win(env: TextWorldEnv) -> None:
     assert json.loads(frame["expert_actions"][1]) == ["close safe"]
 
 
+def test_joint_mode_is_one_call_per_turn_with_per_episode_seeds(env: TextWorldEnv) -> None:
+    # Two tasks x n=2 episodes; every answer is unparsable so nobody wins and all 4 play 2 turns.
+    gen = RecordedGenerator(["no box"] * 8)
+    tasks = [RolloutTask("a", "s0", False, ONE_STEP), RolloutTask("b", "s1", False, TWO_STEP)]
+    frame = run_rollouts(
+        tasks, env=env, generator=gen, n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1
+    )
+    # default (joint): turn 0 sends all 4 live prompts in one call, turn 1 the same 4 again
+    assert gen.calls == [4, 4]
+    # each prompt carries its own episode's seed derive_seed(seed, task_id, rollout_id, step)
+    assert gen.seeds[1] == [derive_seed(7, t, r, 1) for t in ("a", "b") for r in (0, 1)]
+    assert frame.height == 8
+    per_episode = RecordedGenerator(["no box"] * 8)
+    run_rollouts(
+        tasks, env=env, generator=per_episode, n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1,
+        mode=GenerationMode.PER_EPISODE,
+    )  # fmt: skip
+    # reference mode: one call per live episode per turn (4 + 4), same seeds one by one
+    assert per_episode.calls == [1] * 8
+    assert [s[0] for s in per_episode.seeds if s is not None] == [
+        s for call in gen.seeds if call for s in call
+    ]
+
+
 def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: Path) -> None:
-    gen = TransformersGenerator(tiny_policy_dir, device="cpu", batch_size=8)
-    sampling = SamplingConfig(temperature=1.0, top_p=1.0, max_new_tokens=6)
+    # batch_size 3 splits a turn's 4 prompts into micro-batches 3 + 1, unlike the one-by-one runs.
+    gen = TransformersGenerator(tiny_policy_dir, device="cpu", batch_size=3)
+    sampling = SamplingConfig(temperature=1.0, top_p=0.95, max_new_tokens=6)
     tasks = [RolloutTask("a", "s0", False, ONE_STEP), RolloutTask("b", "s1", False, TWO_STEP)]
     batched = run_rollouts(
         tasks, env=env, generator=gen, n=2, max_steps=2, sampling=sampling, seed=7, iteration=1
@@ -122,3 +156,18 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
     )
     assert other["response"].to_list() != batched["response"].to_list()
     gen.close()
+
+
+def test_judge_sends_one_call_with_per_step_seeds(env: TextWorldEnv) -> None:
+    # 1 task x n=2 episodes x 2 turns (unparsable answers, no win) = 4 steps to judge.
+    rollouts = run_rollouts(
+        [RolloutTask("a", "s0", False, TWO_STEP)], env=env, generator=RecordedGenerator(["no box"] * 4),
+        n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1,
+    )  # fmt: skip
+    judge = RecordedGenerator([r"\boxed{1}", r"\boxed{-1}", "none", r"\boxed{1}"])
+    frame = judge_steps(rollouts, generator=judge, m=3, sampling=SamplingConfig(), seed=5, iteration=1)
+    # default (joint): all 4 judge prompts in ONE call, each seeded by its own step
+    assert judge.calls == [4]
+    assert judge.seeds == [[derive_seed(5, "judge", "a", r, s) for r in (0, 1) for s in (0, 1)]]
+    # m=3 judgments per step (the recorder repeats a prompt's text): 4 x 3 = 12 rows
+    assert frame["score"].to_list() == [1.0] * 3 + [-1.0] * 3 + [None] * 3 + [1.0] * 3

@@ -79,7 +79,7 @@ def test_artifact_root_that_is_a_file(tmp_path: Path) -> None:
         tmp_path,
     )
     assert code != 0
-    assert "cannot write" in _one_error_line(output)
+    assert "check that the artifact root is writable" in _one_error_line(output)
     assert blocker.read_text() == "not a directory"
 
 

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import math
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from rla_core.config import Backend, ModelsConfig, SamplingConfig, build_config
 from rla_core.errors import ConfigError, ModelError
-from rla_core.models.generator import Generation, TransformersGenerator, VllmServerGenerator, open_generator
+from rla_core.models.generator import (
+    Generation,
+    TransformersGenerator,
+    VllmServerGenerator,
+    _RowSampler,
+    open_generator,
+)
 
 PROMPTS = ["You are in a kitchen.", "Goal: take the key and open the chest. Action:", "go"]
 
@@ -108,3 +116,76 @@ def test_unreachable_vllm_endpoint(tiny_model: Path) -> None:
 def test_missing_model_dir(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="model path does not exist"):
         TransformersGenerator(tmp_path / "nope")
+
+
+def test_per_prompt_seeds_make_samples_batch_independent(
+    gen: TransformersGenerator, tiny_model: Path
+) -> None:
+    # A stop string ends some rows early, so rows finish at different turns of the same batch.
+    sampling = SamplingConfig(temperature=0.9, top_p=0.9, max_new_tokens=10, stop=("e",))
+    seeds = [11, 22, 33]
+    batched = gen.generate(PROMPTS, n=2, sampling=sampling, seed=0, seeds=seeds)
+    # Each prompt alone (its own batch of 2 rows) gives the same two samples.
+    alone = [
+        gen.generate([p], n=2, sampling=sampling, seed=5, seeds=[s])[0]
+        for p, s in zip(PROMPTS, seeds, strict=True)
+    ]
+    assert batched == alone
+    # Reversed prompt order: each prompt keeps its samples.
+    rev = gen.generate(PROMPTS[::-1], n=2, sampling=sampling, seed=0, seeds=seeds[::-1])
+    assert rev[::-1] == batched
+    # Another micro-batch size (1 row per generate call instead of 4) changes nothing.
+    small = TransformersGenerator(tiny_model, device="cpu", batch_size=1)
+    assert small.generate(PROMPTS, n=2, sampling=sampling, seed=0, seeds=seeds) == batched
+    small.close()
+    # The seed is really used: other seeds sample other texts.
+    other = gen.generate(PROMPTS, n=2, sampling=sampling, seed=0, seeds=[12, 23, 34])
+    assert [g.text for s in other for g in s] != [g.text for s in batched for g in s]
+    # Without seeds prompt i is seeded seed + i: the same as seeds=[seed, seed + 1, seed + 2].
+    assert gen.generate(PROMPTS, n=2, sampling=sampling, seed=11) == gen.generate(
+        PROMPTS, n=2, sampling=sampling, seed=0, seeds=[11, 12, 13]
+    )
+
+
+def test_sampling_leaves_global_rng_alone(gen: TransformersGenerator) -> None:
+    before = torch.random.get_rng_state()
+    gen.generate(PROMPTS, n=2, sampling=SamplingConfig(temperature=1.0, max_new_tokens=4), seed=1)
+    assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_temperature_zero_is_greedy_whatever_the_seeds(gen: TransformersGenerator) -> None:
+    greedy = SamplingConfig(temperature=0.0, max_new_tokens=8)
+    a = gen.generate(PROMPTS, n=2, sampling=greedy, seed=0, seeds=[1, 2, 3])
+    b = gen.generate(PROMPTS, n=1, sampling=greedy, seed=9)
+    # Greedy ignores seeds: both samples of a prompt equal the single greedy completion.
+    assert all(s[0] == s[1] == t[0] for s, t in zip(a, b, strict=True))
+
+
+def test_seeds_must_match_prompts(gen: TransformersGenerator) -> None:
+    with pytest.raises(ModelError, match="seeds has 2 entries for 3 prompts"):
+        gen.generate(PROMPTS, n=1, sampling=SamplingConfig(), seed=0, seeds=[1, 2])
+    with pytest.raises(ModelError, match=r"seeds\[1\] is a float"):
+        gen.generate(PROMPTS[:2], n=1, sampling=SamplingConfig(), seed=0, seeds=[1, 2.0])  # type: ignore[list-item]
+
+
+def _frequencies(scores: list[float], *, temperature: float, top_p: float, rows: int) -> list[float]:
+    """Share of ``rows`` seeded rows on which the Gumbel sampler picks each token of ``scores``."""
+    sampler = _RowSampler(range(rows), temperature=temperature, top_p=top_p, device=torch.device("cpu"))
+    logits = torch.tensor([scores] * rows)
+    picks = sampler(torch.zeros(rows, 1, dtype=torch.long), logits).argmax(dim=-1)
+    return [float((picks == k).float().mean()) for k in range(len(scores))]
+
+
+def test_gumbel_sampler_matches_tempered_top_p_softmax() -> None:
+    log_p = [math.log(0.5), math.log(0.3), math.log(0.2)]
+    # T=1, top_p=0.75: mass before each token (sorted) is 0, 0.5, 0.8; 0.8 >= 0.75 cuts the third.
+    # Renormalised nucleus: 0.5/0.8 = 0.625 and 0.3/0.8 = 0.375; 4000 rows -> std ~0.008.
+    freq = _frequencies(log_p, temperature=1.0, top_p=0.75, rows=4000)
+    assert freq[2] == 0.0
+    assert abs(freq[0] - 0.625) < 0.03 and abs(freq[1] - 0.375) < 0.03
+    # T=2, top_p=1: p_k^(1/2) = 0.7071, 0.5477, 0.4472 (sum 1.7020) -> 0.4155, 0.3218, 0.2628.
+    freq = _frequencies(log_p, temperature=2.0, top_p=1.0, rows=4000)
+    for got, want in zip(freq, [0.4155, 0.3218, 0.2628], strict=True):
+        assert abs(got - want) < 0.03
+    # top_p smaller than the top token's mass keeps only that token: always picked.
+    assert _frequencies(log_p, temperature=1.0, top_p=0.1, rows=50) == [1.0, 0.0, 0.0]

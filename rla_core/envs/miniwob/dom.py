@@ -30,7 +30,7 @@ _TEXT_INPUTS = ("input_text", "input_password", "input_number", "input_email", "
 _TEXT_CHARS = 30
 MAX_ELEMENTS = 14
 
-_CLICK = re.compile(r'^click ref=(-?\d+)(?: \(.*\))?$')
+_CLICK = re.compile(r"^click ref=(-?\d+)(?: \(.*\))?$")
 _TYPE = re.compile(r'^type "(.*)" into ref=(-?\d+)(?: \(.*\))?$')
 
 

@@ -28,6 +28,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import uuid
@@ -126,6 +127,11 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def kill_group(pgid: int) -> None:
     """SIGKILL every Chromium/chromedriver process of group ``pgid`` (a vanished group is fine)."""
     if not _group_members(pgid):
@@ -165,14 +171,18 @@ class Browser:
     profile: Path
     call_timeout_s: float
     home: str  # the initial blank window, kept so the session survives closing every episode tab
+    process: subprocess.Popen[bytes] | None = None  # our chromedriver child, reaped after a kill
     lock: threading.RLock = field(default_factory=threading.RLock)
     tabs: set[str] = field(default_factory=set)
     current: str | None = None
     dead: str | None = None  # why it was killed
 
     def call(self, handle: str, fn: Callable[[WebDriver], T]) -> T:
-        """Run ``fn(driver)`` on tab ``handle``; a timeout or driver failure kills this browser."""
-        from selenium.common.exceptions import WebDriverException
+        """Run ``fn(driver)`` on tab ``handle``; a timeout or a lost driver kills this browser.
+
+        Both raise :class:`BrowserError`; so does any other WebDriver error (the browser survives it).
+        """
+        from selenium.common.exceptions import TimeoutException, WebDriverException
         from urllib3.exceptions import HTTPError
 
         with self.lock:
@@ -183,22 +193,23 @@ class Browser:
                     self.driver.switch_to.window(handle)
                     self.current = handle
                 return fn(self.driver)
-            except (WebDriverException, HTTPError, TimeoutError, OSError) as exc:
-                reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            except (TimeoutException, HTTPError, TimeoutError, OSError) as exc:
+                reason = _first_line(exc)
                 self.kill(reason)
                 raise BrowserError(
-                    f"browser call failed or exceeded {self.call_timeout_s}s (pgid {self.pgid}): {reason}; "
-                    "the browser was killed, the episode counts as failed"
+                    f"browser call exceeded {self.call_timeout_s}s or lost its driver (pgid {self.pgid}): "
+                    f"{reason}; the browser was killed and its episodes count as failed"
                 ) from exc
+            except WebDriverException as exc:
+                raise BrowserError(f"browser call failed (pgid {self.pgid}): {_first_line(exc)}") from exc
 
     def kill(self, reason: str) -> None:
         """Kill the whole process group now (no polite quit: a hung driver would block it)."""
         self.dead = self.dead or reason
         kill_group(self.pgid)
-        proc = self.driver.service.process
-        if proc is not None:
-            with contextlib.suppress(Exception):  # reap our chromedriver child (no zombie)
-                proc.wait(timeout=5)
+        if self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # reap our chromedriver child (no zombie)
+                self.process.wait(timeout=5)
         shutil.rmtree(self.profile, ignore_errors=True)
 
     def quit(self) -> None:
@@ -304,7 +315,7 @@ class BrowserPool:
             proc = service.process
             if proc is not None:
                 kill_group(proc.pid)
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=5)
             shutil.rmtree(profile, ignore_errors=True)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -312,7 +323,11 @@ class BrowserPool:
                 f"Chromium '{self.chrome_binary}' failed to start through '{self.chromedriver}': {first}; "
                 "check that both come from the same release (chromium --version, chromedriver --version)"
             ) from exc
-        driver.command_executor.client_config.timeout = self.call_timeout_s
+        from selenium.webdriver.remote.remote_connection import RemoteConnection
+
+        executor = driver.command_executor
+        assert isinstance(executor, RemoteConnection)  # Chrome() always builds one
+        executor.client_config.timeout = self.call_timeout_s  # every HTTP call to the driver is bounded
         driver.set_page_load_timeout(self.call_timeout_s)
         driver.set_script_timeout(self.call_timeout_s)
         proc = driver.service.process
@@ -325,6 +340,7 @@ class BrowserPool:
             call_timeout_s=self.call_timeout_s,
             home=home,
             current=home,
+            process=proc,
         )
 
     def open_tab(self, url: str) -> Tab:

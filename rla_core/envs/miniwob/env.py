@@ -1,0 +1,333 @@
+"""The MiniWoB++ environment: web tasks in headless Chromium behind the shared Environment protocol.
+
+``MiniWobEnv.open(spec)`` loads the task page in a tab of the :class:`BrowserPool`, seeds the
+instance with ``spec["seed"]`` and starts the episode. The episode exposes
+
+* ``instruction``: the task's utterance (plus a hint at ``hint_level`` >= 1);
+* ``observation``: the compact element list of :mod:`rla_core.envs.miniwob.dom`;
+* ``admissible_actions``: concrete candidate actions built from the DOM, so the shared rollout runner
+  shows them numbered and parses the chosen index from ``\\boxed{}`` as in the text games;
+* ``expert_actions()``: the scripted solver's next action (judge ground truth), empty without one.
+
+The outcome follows the reference code's OSWorld rule (spec §2.1): won iff the task's raw reward is
+> 0. MiniWoB's 10 s wall-clock episode limit is raised to ``episode_ms`` so a slow CPU policy is cut by
+the runner's ``max_steps``, not by time. A browser call that fails or times out ends the episode as
+a failure (``done``, not won) with the reason in the observation; it never hangs a stage.
+
+Example:
+    >>> with MiniWobEnv(pool_size=1) as env:  # doctest: +SKIP
+    ...     ep = env.open({"task": "click-test", "seed": 0, "hint_level": 0}, seed=0)
+    ...     ep.step(ep.expert_actions()[0]).won
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rla_core.envs.base import StepResult
+from rla_core.envs.miniwob.dom import (
+    Element,
+    candidate_actions,
+    instruction_strings,
+    parse_action,
+    parse_dom,
+    render_observation,
+)
+from rla_core.envs.miniwob.pool import BrowserPool, Tab
+from rla_core.envs.miniwob.solvers import has_solver, next_action
+from rla_core.envs.miniwob.tasks import available_tasks, check_spec, default_html_dir
+from rla_core.errors import BrowserError, BrowserStartError
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+_READY_POLLS = 40  # x 50 ms: some pages build their problem asynchronously (WOB_TASK_READY)
+_STATE_JS = (
+    "return {dom: core.getDOMInfo(), done: WOB_DONE_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL,"
+    " reason: WOB_REWARD_REASON};"
+)
+
+
+def _fields(task: str, utterance: str) -> list[tuple[str, str]]:
+    from miniwob.fields import get_field_extractor
+
+    try:
+        extractor = get_field_extractor(task)
+    except KeyError:  # pages without an extractor: quoted tokens are used instead
+        return []
+    return [(str(k), str(v)) for k, v in extractor(utterance)]
+
+
+class MiniWobEpisode:
+    """One MiniWoB++ episode in one browser tab (implements ``rla_core.envs.base.Episode``)."""
+
+    instruction: str
+    observation: str
+    admissible_actions: list[str]
+
+    def __init__(
+        self,
+        pool: BrowserPool,
+        spec: dict[str, Any],
+        *,
+        url: str,
+        episode_ms: int,
+        screenshot_dir: Path | None,
+        episode_id: str,
+    ) -> None:
+        self.spec = dict(spec)
+        self.task: str = spec["task"]
+        self.hint_level: int = spec["hint_level"]
+        self.pool = pool
+        self.history: list[str] = []
+        self.elements: list[Element] = []
+        self.fields: list[tuple[str, str]] = []
+        self.strings: list[str] = []
+        self.utterance = ""
+        self.done = False
+        self.won = False
+        self.raw_reward: float | None = None
+        self.failure: str | None = None  # browser failure that ended the episode
+        self.screenshots: list[str] = []  # PNG paths (artifact references, not stored in Parquet)
+        self._screenshot_dir = screenshot_dir
+        self._episode_id = episode_id
+        self.instruction = ""
+        self.observation = ""
+        self.admissible_actions = []
+        self._tab: Tab | None = None
+        try:
+            self._tab = self.pool.open_tab(url)
+        except BrowserStartError:
+            raise  # no browser at all: a setup problem, not a failed episode
+        except BrowserError as exc:
+            self._fail(str(exc))
+            return
+        seed = json.dumps(int(spec["seed"]))
+        try:
+            self._tab.call(
+                lambda d: d.execute_script(
+                    f"core.EPISODE_MAX_TIME = {int(episode_ms)}; Math.seedrandom({seed});"
+                    " core.setDataMode('train'); core.startEpisodeReal();"
+                )
+            )
+            for _ in range(_READY_POLLS):
+                if self._tab.call(lambda d: d.execute_script("return WOB_TASK_READY;")):
+                    break
+                time.sleep(0.05)
+            self.utterance = str(self._tab.call(lambda d: d.execute_script("return core.getUtterance();")))
+            self.fields = _fields(self.task, self.utterance)
+            self.strings = instruction_strings(self.utterance, self.fields)
+            self._refresh()
+        except BrowserError as exc:
+            self._fail(str(exc))
+            return
+        self.instruction = self.utterance
+        expert = self.expert_actions()
+        if self.hint_level >= 1 and expert:
+            self.instruction += f" Hint: start with: {expert[0]}."
+
+    # -- state -------------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        assert self._tab is not None
+        state = self._tab.call(lambda d: d.execute_script(_STATE_JS))
+        if state["done"]:
+            self.done = True
+            self.raw_reward = float(state["raw"])
+            self.won = self.raw_reward > 0  # spec §2.1 OSWorld rule: result > 0 is a success
+            self.observation = f"The episode is over: reward {self.raw_reward:g}" + (
+                f" ({state['reason']})." if state["reason"] else "."
+            )
+            self.admissible_actions = []
+            return
+        self.elements = parse_dom(state["dom"])
+        self.admissible_actions = candidate_actions(self.elements, strings=self.strings)
+        self.observation = render_observation(self.elements)
+        if self.hint_level >= 2:
+            expert = self.expert_actions()
+            if expert:
+                self.observation += f"\nHint: next do: {expert[0]}"
+        if self._screenshot_dir is not None:
+            path = self._screenshot_dir / f"{self._episode_id}-{len(self.history)}.png"
+            self._tab.call(lambda d: d.save_screenshot(str(path)))
+            self.screenshots.append(str(path))
+
+    def _fail(self, reason: str) -> None:
+        self.failure = reason
+        self.done, self.won = True, False
+        self.observation = f"The browser stopped responding; the episode failed. ({reason})"
+        self.admissible_actions = []
+        if not self.instruction:
+            self.instruction = f"MiniWoB task {self.task} (the page did not load)."
+        self.close()
+
+    # -- Episode protocol --------------------------------------------------------------------
+    def step(self, action: str) -> StepResult:
+        """Play ``action`` (one of ``admissible_actions``); an unknown action is a no-op step."""
+        if self.done:
+            return StepResult(observation=self.observation, done=True, won=self.won)
+        parsed = parse_action(action)
+        self.history.append(action)
+        if parsed is None or action not in self.admissible_actions:
+            return StepResult(
+                observation=f"'{action}' is not one of the listed actions; nothing happened.\n"
+                + self.observation,
+                done=False,
+                won=False,
+            )
+        assert self._tab is not None
+        ref, text = parsed.ref, parsed.text
+
+        def act(driver: WebDriver) -> None:
+            from selenium.common.exceptions import (
+                ElementNotInteractableException,
+                MoveTargetOutOfBoundsException,
+            )
+            from selenium.webdriver.common.action_chains import ActionChains
+
+            element = driver.execute_script(f"return core.previousDOMInfo[{ref}];")
+            if text is not None:
+                driver.execute_script("arguments[0].value = '';", element)
+            try:
+                # a real pointer click: it also focuses the element and the page (focus-text checks it)
+                ActionChains(driver, duration=0).move_to_element(element).click().perform()
+            except (MoveTargetOutOfBoundsException, ElementNotInteractableException):
+                driver.execute_script(f"return core.elementClick({ref});")  # MiniWoB's synthetic click
+            if text is not None:
+                chain = ActionChains(driver, duration=0)
+                for key in text:
+                    chain.key_down(key).key_up(key)
+                chain.perform()
+
+        try:
+            self._tab.call(act)
+            self._refresh()
+        except BrowserError as exc:
+            self._fail(str(exc))
+        return StepResult(observation=self.observation, done=self.done, won=self.won)
+
+    def expert_actions(self) -> list[str]:
+        """The scripted solver's next action from the current state (empty when done or unknown)."""
+        if self.done:
+            return []
+        action = next_action(self.task, fields=self.fields, elements=self.elements, history=self.history)
+        return [action] if action is not None and action in self.admissible_actions else []
+
+    def close(self) -> None:
+        """Close the tab (the browser stays in the pool)."""
+        if self._tab is not None:
+            tab, self._tab = self._tab, None
+            self.pool.close_tab(tab)
+
+
+class MiniWobEnv:
+    """MiniWoB++ tasks (implements ``rla_core.envs.base.Environment``); owns its pool unless given one."""
+
+    name = "miniwob"
+
+    def __init__(
+        self,
+        pool: BrowserPool | None = None,
+        *,
+        html_dir: Path | None = None,
+        pool_size: int | None = None,
+        runtime_dir: Path | None = None,
+        call_timeout_s: float = 10.0,
+        episode_ms: int = 3_600_000,
+        screenshot_dir: Path | None = None,
+        solver_max_steps: int = 12,
+    ) -> None:
+        self.html_dir = html_dir if html_dir is not None else default_html_dir()
+        self.known_tasks = available_tasks(self.html_dir)
+        self._own_pool = pool is None
+        self.pool = (
+            pool
+            if pool is not None
+            else BrowserPool(size=pool_size, runtime_dir=runtime_dir, call_timeout_s=call_timeout_s)
+        )
+        self.episode_ms = episode_ms
+        self.screenshot_dir = screenshot_dir
+        if screenshot_dir is not None:
+            screenshot_dir.mkdir(parents=True, exist_ok=True)
+        self.solver_max_steps = solver_max_steps
+        self._opened = 0
+
+    def __enter__(self) -> MiniWobEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Shut the pool down if this environment created it."""
+        if self._own_pool:
+            self.pool.close()
+
+    def validate_spec(self, spec: dict[str, Any]) -> None:
+        """Raise EnvironmentSpecError unless ``spec`` names a known task with valid seed and hint level."""
+        check_spec(spec, known_tasks=self.known_tasks)
+
+    def url(self, task: str) -> str:
+        """The ``file://`` URL of a task page."""
+        return (self.html_dir / "miniwob" / f"{task}.html").resolve().as_uri()
+
+    def open(self, spec: dict[str, Any], *, seed: int) -> MiniWobEpisode:
+        """Start an episode; the instance is fixed by ``spec["seed"]`` (``seed`` is unused: pages are deterministic)."""
+        del seed
+        self.validate_spec(spec)
+        self._opened += 1
+        return MiniWobEpisode(
+            self.pool,
+            spec,
+            url=self.url(spec["task"]),
+            episode_ms=self.episode_ms,
+            screenshot_dir=self.screenshot_dir,
+            episode_id=f"{spec['task']}-{spec['seed']}-{self._opened}",
+        )
+
+    def solve(self, spec: dict[str, Any]) -> tuple[list[str], bool, str | None]:
+        """Play the scripted solver from the start: (actions, won, why not when it did not win)."""
+        if not has_solver(spec["task"]):
+            return [], False, f"no scripted solver for task '{spec['task']}'"
+        episode = self.open(spec, seed=0)
+        try:
+            if episode.failure is not None:
+                return [], False, f"the page did not load: {episode.failure}"
+            for _ in range(self.solver_max_steps):
+                expert = episode.expert_actions()
+                if not expert:
+                    break
+                if episode.step(expert[0]).done:
+                    break
+            if episode.won:
+                return list(episode.history), True, None
+            why = episode.failure or (
+                f"reward {episode.raw_reward:g}" if episode.done else "the solver found no next action"
+            )
+            return list(episode.history), False, f"the scripted solver did not win: {why}"
+        finally:
+            episode.close()
+
+    def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
+        """The scripted solver's winning action sequence (empty list when there is no winning solver)."""
+        del seed
+        actions, won, _ = self.solve(spec)
+        return [actions] if won else []
+
+    def check_winnable(self, spec: dict[str, Any]) -> str | None:
+        """Rewrite validation (spec §3.3): None when the page loads and the solver wins, else why not."""
+        _actions, won, why = self.solve(spec)
+        return None if won else why
+
+
+def play_actions(env: MiniWobEnv, spec: dict[str, Any], actions: Sequence[str]) -> MiniWobEpisode:
+    """Open ``spec`` and play ``actions`` in order until done (the caller closes the episode)."""
+    episode = env.open(spec, seed=0)
+    for action in actions:
+        if episode.step(action).done:
+            break
+    return episode

@@ -1,0 +1,78 @@
+"""Flow tests run the real `rla` CLI in subprocesses: real Prefect (ephemeral server), real MLflow
+(SQLite), real TextWorld games and tiny models. One model/game cache and one Prefect home are shared
+across the session, so only the first run pays for the bootstrap."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class FlowEnv:
+    """Where the session's runs, caches and tracking live, and how to call the CLI there."""
+
+    base: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def mlflow_uri(self) -> str:
+        return f"sqlite:///{self.base / 'mlflow.db'}"
+
+    def settings(self, root: str | Path) -> list[str]:
+        return [
+            "--set", f"artifact_root={root}",
+            "--set", f"models.cache_dir={self.base / 'models'}",
+            "--set", f"textgame.game_cache_dir={self.base / 'games'}",
+            "--set", f"tracking.mlflow_uri={self.mlflow_uri}",
+        ]  # fmt: skip
+
+    def rla(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "flows.cli", *args],
+            cwd=self.base, env=self.env, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+        if check and proc.returncode != 0:
+            raise AssertionError(f"rla {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+        return proc
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", *args],
+            cwd=self.base, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def flow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlowEnv]:
+    base = tmp_path_factory.mktemp("flows")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
+    env |= {
+        "PREFECT_HOME": str(base / "prefect-home"),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+    }
+    yield FlowEnv(base=base, env=env)
+
+
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL a CLI process and everything it started (its Prefect server too)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    proc.wait(timeout=30)
+    time.sleep(0.2)

@@ -1,0 +1,160 @@
+"""The staged loop end to end (issue 6): full run, resume after SIGKILL, idempotent resume, config
+changes that reuse upstream stages, the run lock and MLflow metrics."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from flows.loop import SETUP_STAGES, STAGE_ORDER
+from rla_core.config import Setting
+from rla_core.store import ArtifactStore
+from tests.flows.conftest import FlowEnv, kill_group
+
+TEST_RUN = ["--preset", "test"]
+
+
+def attempts_in_use(store: ArtifactStore, run_id: str) -> dict[tuple[int, str], int]:
+    """(iteration, stage) → attempt in use, for every committed stage of a run."""
+    out = {}
+    for it in store.list_iterations(run_id):
+        for stage in store.list_stages(run_id, it):
+            manifest = store.manifest(run_id, it, stage)
+            if manifest is not None:
+                out[(it, stage)] = manifest.attempt
+    return out
+
+
+def content_keys(store: ArtifactStore, run_id: str) -> dict[tuple[int, str], str]:
+    out = {}
+    for it in store.list_iterations(run_id):
+        for stage in store.list_stages(run_id, it):
+            manifest = store.manifest(run_id, it, stage)
+            if manifest is not None:
+                out[(it, stage)] = manifest.content_key
+    return out
+
+
+def attempt_dirs(root: Path, run_id: str) -> set[str]:
+    return {str(p.relative_to(root)) for p in (root / run_id).glob("iter-*/*/attempt-*")}
+
+
+@pytest.fixture(scope="module")
+def baseline(flow_env: FlowEnv) -> tuple[Path, str]:
+    """One uninterrupted test-sized run; later tests compare against it."""
+    root = flow_env.base / "runs"
+    flow_env.rla("run", *TEST_RUN, *flow_env.settings(root), "--run-id", "base")
+    return root, "base"
+
+
+def test_full_run_writes_every_stage_and_logs_metrics(flow_env: FlowEnv, baseline: tuple[Path, str]) -> None:
+    root, run_id = baseline
+    store = ArtifactStore(str(root))
+    done = attempts_in_use(store, run_id)
+    expected = {(0, s) for s in SETUP_STAGES} | {
+        (it, s) for it in (1, 2) for s in STAGE_ORDER[Setting.TEXTGAME]
+    }
+    assert set(done) == expected
+    # Every iteration has rollouts, judgments and a changed policy checkpoint.
+    for it in (1, 2):
+        assert store.read_frame(run_id, it, "rollout", "rollouts").height > 0
+        assert store.read_frame(run_id, it, "judge", "judgments").height > 0
+    # MLflow: namespaced metrics with step = iteration, config hash as a tag.
+    with sqlite3.connect(flow_env.base / "mlflow.db") as db:
+        steps = {row[0] for row in db.execute("select distinct step from metrics where key='policy/success_rate'")}
+        tags = {row[0] for row in db.execute("select key from tags")}
+        timing = db.execute("select count(*) from metrics where key like 'timing_s/%'").fetchone()[0]
+    assert steps == {1, 2}
+    assert {"rla.config_hash", "rla.artifact_uri", "rla.run_id"} <= tags
+    assert timing >= 2 * len(STAGE_ORDER[Setting.TEXTGAME])
+    # The CLI can show what was written.
+    shown = flow_env.rla("inspect", run_id, "--iteration", "1", "--artifact", "rollouts", "--root", str(root))
+    assert "rollouts of iteration 1" in shown.stdout
+    status = flow_env.rla("status", run_id, "--root", str(root))
+    assert "train_policy" in status.stdout
+
+
+def test_second_resume_of_a_finished_run_does_no_stage_work(flow_env: FlowEnv, baseline: tuple[Path, str]) -> None:
+    root, run_id = baseline
+    store = ArtifactStore(str(root))
+    before, dirs_before = attempts_in_use(store, run_id), attempt_dirs(root, run_id)
+    proc = flow_env.rla("resume", run_id, "--root", str(root))
+    assert attempts_in_use(store, run_id) == before
+    assert attempt_dirs(root, run_id) == dirs_before  # not even an attempt was begun
+    assert " done in " not in proc.stderr + proc.stdout
+
+
+def test_sigkill_mid_stage_then_resume_matches_uninterrupted_run(
+    flow_env: FlowEnv, baseline: tuple[Path, str]
+) -> None:
+    root, base_id = baseline
+    run_id = "killed"
+    proc = flow_env.popen("run", *TEST_RUN, *flow_env.settings(root), "--run-id", run_id)
+    target = root / run_id / "iter-0001" / "judge" / "attempt-0001" / "_begun.json"
+    deadline = time.monotonic() + 400
+    try:
+        while not target.exists():
+            assert proc.poll() is None, "the run ended before the judge stage of iteration 1 began"
+            assert time.monotonic() < deadline, "the judge stage of iteration 1 never began"
+            time.sleep(0.05)
+    finally:
+        kill_group(proc)
+    store = ArtifactStore(str(root))
+    committed_before = attempts_in_use(store, run_id)
+    assert (0, "bootstrap") in committed_before and (1, "rollout") in committed_before
+
+    flow_env.rla("resume", run_id, "--root", str(root))
+    after = attempts_in_use(store, run_id)
+    # No stage that had committed before the kill ran again…
+    for key, attempt in committed_before.items():
+        assert after[key] == attempt, key
+    # …and the resumed run produced exactly the artifacts of the uninterrupted one (same seed).
+    assert content_keys(store, run_id) == content_keys(store, base_id)
+
+
+def test_changing_only_training_config_reuses_rollout_judge_label(
+    flow_env: FlowEnv, baseline: tuple[Path, str]
+) -> None:
+    root = flow_env.base / "runs-reconf"
+    flow_env.rla("run", *TEST_RUN, *flow_env.settings(root), "--run-id", "r")
+    store = ArtifactStore(str(root))
+    before = attempts_in_use(store, "r")
+    flow_env.rla(
+        "run", *TEST_RUN, *flow_env.settings(root), "--run-id", "r", "--reconfigure",
+        "--set", "training.policy.lr=0.0003",
+    )  # fmt: skip
+    after = attempts_in_use(store, "r")
+    for stage in ("seed_tasks", "bootstrap"):
+        assert after[(0, stage)] == before[(0, stage)]
+    for stage in ("rollout", "judge", "label", "adapt", "train_reward"):
+        assert after[(1, stage)] == before[(1, stage)], stage  # reused
+    assert after[(1, "train_policy")] == before[(1, "train_policy")] + 1  # re-run
+    assert after[(2, "rollout")] == before[(2, "rollout")] + 1  # downstream of the new policy
+
+
+def test_second_process_on_a_locked_run_fails_fast(flow_env: FlowEnv, baseline: tuple[Path, str]) -> None:
+    root, run_id = baseline
+    store = ArtifactStore(str(root))
+    with store.lock(run_id):
+        started = time.monotonic()
+        proc = flow_env.rla("resume", run_id, "--root", str(root), check=False)
+        elapsed = time.monotonic() - started
+    assert proc.returncode != 0
+    assert "locked" in proc.stderr.lower() or "lock" in proc.stderr.lower()
+    assert elapsed < 60  # fails fast: no stage ran (only interpreter and import start-up)
+    assert str(__import__("os").getpid()) in proc.stderr  # names the holder
+
+
+def test_resume_from_stage_reruns_it_and_downstream(flow_env: FlowEnv, baseline: tuple[Path, str]) -> None:
+    root = flow_env.base / "runs-reconf"
+    store = ArtifactStore(str(root))
+    before = attempts_in_use(store, "r")
+    flow_env.rla("resume", "r", "--root", str(root), "--from-stage", "train_reward", "--iteration", "2")
+    after = attempts_in_use(store, "r")
+    assert after[(2, "train_reward")] == before[(2, "train_reward")] + 1
+    assert after[(2, "evaluate")] == before[(2, "evaluate")] + 1
+    for stage in ("rollout", "judge", "label", "adapt", "train_policy"):
+        assert after[(2, stage)] == before[(2, stage)], stage
