@@ -1,7 +1,8 @@
 """Throughput of the batched rollout runner with the default tiny policy (untrained, bootstrapped).
 
-Prints steps/s and the share of wall time in generation vs. the TextWorld engine, for both
-generation modes. Run: ``.venv/bin/python benchmarks/bench_rollouts.py`` (~1-2 min on 2 CPU cores).
+Prints steps/s and the share of wall time in generation vs. the TextWorld engine for the default
+``joint`` mode (one generate call per turn) and the ``per_episode`` reference (one call per episode per
+turn), and checks that both give identical rows (per-prompt seeds). Run: ``.venv/bin/python benchmarks/bench_rollouts.py`` (~1-2 min on 2 CPU cores).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def main() -> None:
     gen = TransformersGenerator(model, device="cpu", batch_size=32)
     tasks = [RolloutTask(s["slot_id"], s["slot_id"], False, s["spec"]) for s in slots]
     sampling = SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24)
+    frames = {}
     for mode in GenerationMode:
         timings = RolloutTimings()
         start = time.perf_counter()
@@ -48,11 +50,14 @@ def main() -> None:
             timings=timings,
         )
         wall = time.perf_counter() - start
+        frames[mode] = frame
         print(
             f"mode={mode.value} episodes={len(tasks) * 4} steps={frame.height} wall_s={wall:.2f} "
             f"steps_per_s={frame.height / wall:.2f} generation_share={timings.generation_s / wall:.2f} "
             f"engine_share={timings.engine_s / wall:.2f} success={float((frame.filter(pl.col('done'))['outcome'] > 0).mean() or 0.0):.2f}"
         )
+    joint, per_episode = frames[GenerationMode.JOINT], frames[GenerationMode.PER_EPISODE]
+    print(f"joint rows == per_episode rows: {joint.equals(per_episode)}")
     gen.close()
 
 

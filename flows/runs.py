@@ -58,9 +58,12 @@ def config_diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> l
 def check_config_change(run_id: str, old: dict[str, Any], new: RunConfig, *, reconfigure: bool) -> None:
     """Refuse config changes that would corrupt a run; require --reconfigure for the others."""
     # Where metrics go and how many iterations to run change no artifact.
+    # The stored config is read through today's schema first, so fields added since (with their
+    # defaults) do not count as changes.
+    before = build_config(old).model_dump(mode="json")
     changed = [
         k
-        for k in config_diff(old, new.model_dump(mode="json"))
+        for k in config_diff(before, new.model_dump(mode="json"))
         if k != "iterations" and not k.startswith("tracking.")
     ]
     if not changed:

@@ -118,7 +118,7 @@ class ModelsConfig(_Section):
         2, ge=0, description="Earlier (observation, action) turns shown in the policy prompt."
     )
     warm_start: bool = Field(True, description="SFT tiny models on expert demonstrations before iteration 1.")
-    warm_start_epochs: int = Field(30, ge=0, description="Passes over the warm-start demonstrations.")
+    warm_start_epochs: int = Field(20, ge=0, description="Passes over the warm-start demonstrations.")
     cache_dir: str = Field(".cache/models", description="Where bootstrapped tiny models are cached.")
     lora: LoraConfig = Field(default_factory=LoraConfig)
 

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from rla_core.algo.metrics import judgment_metrics
 from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy, judge_steps
+from rla_core.settings import adapter_for
 from tasks.stage import StageContext, StageRef, stage
 
 
 @stage(
     "judge",
-    config=("judge", "models.backend", "models.vllm_base_url", "threads"),
-    uses=("rla_core.envs", "rla_core.models.generator", "rla_core.algo.parsing"),
+    config=("setting", "judge", "models.backend", "models.vllm_base_url", "threads"),
+    uses=("rla_core.envs", "rla_core.models.generator", "rla_core.algo.parsing", "rla_core.settings"),
 )
 def judge(ctx: StageContext, *, rollouts: StageRef, reward_model: StageRef) -> dict[str, float]:
     """Write 'judgments': m parsed judgments per rollout step (unparsable → null score + reason)."""
     cfg = ctx.config
+    adapter = adapter_for(cfg.setting)
     steps = ctx.read(rollouts, "rollouts")
     with ctx.generator(reward_model, "reward") as generator:
         judgments = judge_steps(
             steps, generator=generator, m=cfg.judge.m, sampling=cfg.judge.sampling, seed=ctx.seed,
-            iteration=ctx.iteration,
+            iteration=ctx.iteration, template=adapter.judge_template, strict=adapter.judge_strict,
         )  # fmt: skip
     ctx.writer.write_frame("judgments", judgments)
     metrics = judgment_metrics(judgments)

@@ -102,8 +102,11 @@ def judge_demos(
     max_steps: int = 4,
     seed: int = 0,
     history_turns: int = 2,
+    judge_template: str = "judge",
 ) -> pl.DataFrame:
     """Judge SFT rows (prompt, response) from expert and random trajectories, labelled by policy_commands.
+
+    ``judge_template`` is the judge prompt the rows are rendered with (``gui_judge`` for GUI tasks).
 
     Each task contributes its walkthrough steps (good) and ``random_rollouts`` trajectories of
     uniformly random admissible actions (seeded by ``derive_seed(seed, spec, i)``), each step labelled
@@ -139,7 +142,10 @@ def judge_demos(
                 rows.append(
                     {
                         "prompt": render_judge_prompt(
-                            prompt=prompt, response=response, next_observation=next_obs
+                            prompt=prompt,
+                            response=response,
+                            next_observation=next_obs,
+                            template=judge_template,
                         ),
                         "response": judge_demo_response(action, good=good),
                     }

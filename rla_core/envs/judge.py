@@ -45,8 +45,14 @@ def judge_steps(
     seed: int,
     iteration: int,
     mode: GenerationMode = GenerationMode.JOINT,
+    template: str = "judge",
+    strict: bool = False,
 ) -> pl.DataFrame:
     """Judge every rollout step ``m`` times; return the 'judgments' artifact (spec §1.2(b), §5).
+
+    ``template`` names the judge prompt (``judge`` for text games, ``gui_judge`` for GUI steps);
+    ``strict`` selects the OSWorld parsing rule (boxed content must be ``[+-]?1``) over AlfWorld's
+    tolerant one.
 
     Judgments of a step depend only on that step and the seed (module docstring), not on the batch.
 
@@ -62,7 +68,10 @@ def judge_steps(
         return validate("judgments", pl.DataFrame(schema=get_schema("judgments").polars_schema))
     prompts = [
         render_judge_prompt(
-            prompt=s["prompt"], response=s["response"], next_observation=s["next_observation"]
+            prompt=s["prompt"],
+            response=s["response"],
+            next_observation=s["next_observation"],
+            template=template,
         )
         for s in steps
     ]
@@ -78,7 +87,7 @@ def judge_steps(
     rows: list[dict[str, Any]] = []
     for s, prompt, samples in zip(steps, prompts, outputs, strict=True):
         for judge_idx, gen in enumerate(samples):
-            parsed = parse_boxed_score(gen.text)
+            parsed = parse_boxed_score(gen.text, strict=strict)
             rows.append(
                 {
                     "iteration": iteration,

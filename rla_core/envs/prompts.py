@@ -84,9 +84,12 @@ def render_policy_prompt(
     )
 
 
-def render_judge_prompt(*, prompt: str, response: str, next_observation: str) -> str:
-    """The judge prompt for one step: the agent's prompt, its response and the next observation (spec §5)."""
-    return load_template("judge").substitute(
+def render_judge_prompt(*, prompt: str, response: str, next_observation: str, template: str = "judge") -> str:
+    """The judge prompt for one step: the agent's prompt, its response and the next observation (spec §5).
+
+    ``template`` is ``judge`` (text games, AlfWorld-style) or ``gui_judge`` (GUI, OSWorld-style).
+    """
+    return load_template(template).substitute(
         prompt=prompt, response=response, next_observation=next_observation
     )
 

@@ -69,6 +69,8 @@ class SettingAdapter(Protocol):
     """The per-setting operations the stages call."""
 
     env_name: str
+    judge_template: str  # prompt template of the step judge (rla_core/envs/templates)
+    judge_strict: bool  # OSWorld's strict score parsing instead of AlfWorld's tolerant one (spec §5)
 
     def seed_tasks(self, cfg: RunConfig) -> list[tuple[str, str, dict[str, Any]]]: ...
 

@@ -71,6 +71,8 @@ def programs_frame(rollouts: pl.DataFrame) -> pl.DataFrame:
 class CodingSetting:
     """Coding problems with stdin/stdout or function tests."""
 
+    judge_template = "judge"
+    judge_strict = False
     env_name = "coding"
 
     def seed_tasks(self, cfg: RunConfig) -> list[tuple[str, str, dict[str, Any]]]:

@@ -33,6 +33,8 @@ def slot_id(spec: dict[str, Any]) -> str:
 class GuiSetting:
     """MiniWoB++ tasks; labels and judging as in the text games (step-wise judge, spec §2.1-2.2)."""
 
+    judge_template = "gui_judge"
+    judge_strict = True
     env_name = "miniwob"
 
     @contextmanager
@@ -61,7 +63,7 @@ class GuiSetting:
             return WarmStartData(
                 corpus=corpus_texts(env, specs, seed=seed),
                 policy_rows=policy_demos(env, specs),
-                reward_rows=judge_demos(env, specs, seed=seed),
+                reward_rows=judge_demos(env, specs, seed=seed, judge_template=self.judge_template),
             )
 
     def rollout(

@@ -34,6 +34,8 @@ def _spec_rows(path: str | Path, *, what: str) -> list[tuple[str, dict[str, Any]
 class TextGameSetting:
     """TextWorld games: multi-turn episodes, step judgments by the reward model."""
 
+    judge_template = "judge"
+    judge_strict = False
     env_name = "textworld"
 
     def env(self, cfg: RunConfig) -> TextWorldEnv:

@@ -164,10 +164,11 @@ def test_judge_sends_one_call_with_per_step_seeds(env: TextWorldEnv) -> None:
         [RolloutTask("a", "s0", False, TWO_STEP)], env=env, generator=RecordedGenerator(["no box"] * 4),
         n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1,
     )  # fmt: skip
-    judge = RecordedGenerator([r"\boxed{1}", r"\boxed{-1}", "none", r"\boxed{1}"])
+    judge = RecordedGenerator([r"\boxed{1}", r"\boxed{-1}", "none"] * 4)
     frame = judge_steps(rollouts, generator=judge, m=3, sampling=SamplingConfig(), seed=5, iteration=1)
     # default (joint): all 4 judge prompts in ONE call, each seeded by its own step
     assert judge.calls == [4]
     assert judge.seeds == [[derive_seed(5, "judge", "a", r, s) for r in (0, 1) for s in (0, 1)]]
-    # m=3 judgments per step (the recorder repeats a prompt's text): 4 x 3 = 12 rows
-    assert frame["score"].to_list() == [1.0] * 3 + [-1.0] * 3 + [None] * 3 + [1.0] * 3
+    # m=3 judgments per step, read in order: +1, -1, unparsable (null) for each of the 4 steps
+    assert frame["score"].to_list() == [1.0, -1.0, None] * 4
+    assert frame["judge_idx"].to_list() == [0, 1, 2] * 4

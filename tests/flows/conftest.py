@@ -43,7 +43,9 @@ class FlowEnv:
             cwd=self.base, env=self.env, capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
         if check and proc.returncode != 0:
-            raise AssertionError(f"rla {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+            raise AssertionError(
+                f"rla {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+            )
         return proc
 
     def popen(self, *args: str) -> subprocess.Popen[str]:

@@ -75,7 +75,13 @@ def test_artifact_root_that_is_a_file(tmp_path: Path) -> None:
     blocker = tmp_path / "blocker"
     blocker.write_text("not a directory")
     code, output = _invoke(
-        ["run", "--set", f"artifact_root={blocker}/runs", "--set", f"tracking.mlflow_uri=sqlite:///{tmp_path}/m.db"],
+        [
+            "run",
+            "--set",
+            f"artifact_root={blocker}/runs",
+            "--set",
+            f"tracking.mlflow_uri=sqlite:///{tmp_path}/m.db",
+        ],
         tmp_path,
     )
     assert code != 0

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from rla_core.store import ArtifactStore
 from tests.conftest import S3Endpoint
 from tests.flows.conftest import FlowEnv
-
-from rla_core.store import ArtifactStore
 
 
 def test_run_on_s3_then_resume_to_more_iterations(flow_env: FlowEnv, s3: S3Endpoint) -> None:
@@ -18,7 +17,9 @@ def test_run_on_s3_then_resume_to_more_iterations(flow_env: FlowEnv, s3: S3Endpo
         "FSSPEC_S3_ENDPOINT_URL": s3.endpoint_url,  # fsspec's config: s3fs gets endpoint_url from it
     }
     remote = FlowEnv(base=flow_env.base, env=env)
-    remote.rla("run", "--preset", "test", *flow_env.settings(root), "--set", "iterations=1", "--run-id", "s3run")
+    remote.rla(
+        "run", "--preset", "test", *flow_env.settings(root), "--set", "iterations=1", "--run-id", "s3run"
+    )
     store = ArtifactStore(root, storage_options=s3.storage_options)
     policy_1 = store.manifest("s3run", 1, "train_policy")
     assert policy_1 is not None and any(e.path.startswith("policy/") for e in policy_1.artifacts)
