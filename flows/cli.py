@@ -21,6 +21,7 @@ from rla_core.errors import RlaError
 
 app = typer.Typer(
     add_completion=False,
+    pretty_exceptions_enable=False,
     no_args_is_help=False,
     help="RLAnything: train an agent's policy, its step-wise reward model and its task set together.",
 )
@@ -47,6 +48,14 @@ def _guard(fn: Callable[[], T]) -> T:
         _fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
     except KeyboardInterrupt:
         _fail("interrupted; `rla resume RUN_ID` continues where it stopped", code=130)
+    except Exception as exc:
+        if os.environ.get("RLA_DEBUG"):
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        _fail(
+            f"{exc.__class__.__name__}: {first} (unexpected; the stage logs above have the details, RLA_DEBUG=1 "
+            "shows the traceback, and `rla resume RUN_ID` continues after a fix)"
+        )
     raise AssertionError("unreachable")
 
 

@@ -27,7 +27,7 @@ from string import Template
 from typing import Any
 
 TEMPLATE_VERSION = 1
-TEMPLATE_NAMES: tuple[str, ...] = ("policy", "judge", "failure_summary", "rewrite")
+TEMPLATE_NAMES: tuple[str, ...] = ("policy", "judge", "failure_summary", "rewrite", "gui_judge")
 
 
 @cache

@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -213,8 +213,13 @@ def rewrite_tasks(
     seed: int,
     iteration: int,
     anchor_radius: int = 3,
+    check: Callable[[dict[str, Any], RewriteRequest], str | None] | None = None,
 ) -> pl.DataFrame:
     """Propose, validate and choose rewrites; return the 'proposals' artifact (spec §3.2).
+
+    ``check`` is the static validity check of a candidate (None when valid, else the reason); the
+    default is the text-game :func:`check_candidate` with ``anchor_radius``. Statically valid
+    candidates then go through the engine (``env.check_winnable``).
 
     Writes iteration, slot_id, parent_task_id, candidate_idx, goal, prev_acc, critic_feedback (the
     feedback as JSON, null without any), spec (canonical JSON of the candidate, or the raw model
@@ -226,7 +231,11 @@ def rewrite_tasks(
         for idx, cand in enumerate(rewriter.propose(request, k=k, seed=seed)):
             reason = cand.reason
             if reason is None and cand.spec is not None:
-                reason = check_candidate(cand.spec, request, anchor_radius=anchor_radius)
+                reason = (
+                    check(cand.spec, request)
+                    if check is not None
+                    else check_candidate(cand.spec, request, anchor_radius=anchor_radius)
+                )
                 if reason is None:
                     engine = env.check_winnable(cand.spec)
                     reason = f"engine check failed: {engine}" if engine is not None else None

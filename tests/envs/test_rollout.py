@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -13,33 +12,9 @@ from rla_core.config import SamplingConfig
 from rla_core.envs.judge import judge_steps
 from rla_core.envs.rollout import GenerationMode, RolloutTask, derive_seed, run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
-from rla_core.models.generator import Generation, TransformersGenerator
+from rla_core.models.generator import TransformersGenerator
 from tests.envs.conftest import ONE_STEP, TWO_STEP
-
-
-class RecordedGenerator:
-    """Replays recorded model outputs in order (the component under test is the runner, not a model)."""
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        self.texts = list(texts)
-        self.calls: list[int] = []
-        self.seeds: list[list[int] | None] = []
-
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        n: int,
-        sampling: SamplingConfig,
-        seed: int,
-        seeds: Sequence[int] | None = None,
-    ) -> list[list[Generation]]:
-        self.calls.append(len(prompts))
-        self.seeds.append(None if seeds is None else list(seeds))
-        return [[Generation(self.texts.pop(0), 10, 3, "stop") for _ in range(n)] for _ in prompts]
-
-    def close(self) -> None:
-        return None
+from tests.recorded import RecordedGenerator
 
 
 def test_invalid_answers_are_recorded_and_fallback_played(env: TextWorldEnv) -> None:

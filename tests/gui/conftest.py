@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rla_core.config import SamplingConfig
 from rla_core.envs.miniwob.env import MiniWobEnv
-from rla_core.models.generator import Generation
+from tests.recorded import RecordedGenerator  # noqa: F401  (re-exported for the GUI tests)
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gui"
 
@@ -19,27 +18,6 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "gui"
 def spec(task: str, seed: int = 3, hint_level: int = 0) -> dict[str, Any]:
     """A task spec."""
     return {"task": task, "seed": seed, "hint_level": hint_level}
-
-
-class RecordedGenerator:
-    """Replays recorded policy outputs in order (the runner and the environment are under test)."""
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        self.texts = list(texts)
-
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        n: int,
-        sampling: SamplingConfig,
-        seed: int,
-        seeds: Sequence[int] | None = None,
-    ) -> list[list[Generation]]:
-        return [[Generation(self.texts.pop(0), 10, 3, "stop") for _ in range(n)] for _ in prompts]
-
-    def close(self) -> None:
-        return None
 
 
 @pytest.fixture(scope="session")

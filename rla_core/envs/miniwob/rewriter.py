@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,9 +33,8 @@ from rla_core.envs.miniwob.tasks import (
     difficulty,
     family_of,
 )
-from rla_core.envs.rewriter import Candidate, Goal, RewriteRequest, ValidatingEnvironment
+from rla_core.envs.rewriter import Candidate, Goal, RewriteRequest, ValidatingEnvironment, rewrite_tasks
 from rla_core.errors import EnvironmentSpecError
-from rla_core.schemas import get_schema, validate
 
 
 class GuiRewriter:
@@ -123,37 +123,16 @@ def rewrite_gui_tasks(
 ) -> pl.DataFrame:
     """Propose, validate and choose GUI rewrites; return the 'proposals' artifact (spec §3.2-3.3).
 
-    Writes iteration, slot_id, parent_task_id, candidate_idx, goal, prev_acc, critic_feedback (JSON
-    or null), spec (canonical JSON), valid, invalid_reason (null when valid), chosen (first valid).
-    The engine check (page loads, scripted solver wins) runs only on statically valid candidates.
+    The shared :func:`rla_core.envs.rewriter.rewrite_tasks` with the GUI's static check
+    (:func:`check_gui_candidate`); the engine check (page loads, scripted solver wins) runs only on
+    statically valid candidates.
     """
-    rows: list[dict[str, Any]] = []
-    for request in requests:
-        chosen_done = False
-        for idx, cand in enumerate(rewriter.propose(request, k=k, seed=seed)):
-            reason = cand.reason
-            if reason is None and cand.spec is not None:
-                reason = check_gui_candidate(cand.spec, request, known_tasks=known_tasks)
-                if reason is None:
-                    engine = env.check_winnable(cand.spec)
-                    reason = f"engine check failed: {engine}" if engine is not None else None
-            valid = reason is None
-            chosen = valid and not chosen_done
-            chosen_done = chosen_done or chosen
-            rows.append(
-                {
-                    "iteration": iteration,
-                    "slot_id": request.slot_id,
-                    "parent_task_id": request.parent_task_id,
-                    "candidate_idx": idx,
-                    "goal": request.goal.value,
-                    "prev_acc": request.prev_acc,
-                    "critic_feedback": request.feedback.to_json() if request.feedback is not None else None,
-                    "spec": canonical_spec(cand.spec) if cand.spec is not None else cand.raw,
-                    "valid": valid,
-                    "invalid_reason": reason,
-                    "chosen": chosen,
-                }
-            )
-    frame = pl.DataFrame(rows, schema=get_schema("proposals").polars_schema)
-    return validate("proposals", frame, where="rewrite_gui_tasks")
+    return rewrite_tasks(
+        requests,
+        rewriter=rewriter,
+        env=env,
+        k=k,
+        seed=seed,
+        iteration=iteration,
+        check=functools.partial(check_gui_candidate, known_tasks=known_tasks),
+    )
