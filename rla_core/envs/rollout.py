@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import polars as pl
 
-from rla_core.algo.parsing import fallback_action_index, parse_action_index
+from rla_core.algo.parsing import Parsed, fallback_action_index, parse_action_index
+from rla_core.envs.base import StepResult
 from rla_core.envs.prompts import render_policy_prompt
 from rla_core.schemas import get_schema, validate
 
@@ -186,9 +187,16 @@ def _play_turn(ep: _Live, *, step: int, prompt: str, out: Generation, max_steps:
     actions = list(episode.admissible_actions)
     expert = episode.expert_actions()
     observation_before = episode.observation
-    parsed = parse_action_index(out.text, len(actions))
-    action = actions[fallback_action_index(parsed, len(actions))]
-    result = episode.step(action)
+    if not actions:
+        # Nothing can be played (e.g. a page that lost its elements): the episode ends as a recorded
+        # failure instead of crashing the stage.
+        parsed: Parsed[int] = Parsed.fail("the environment offered no admissible action; the episode ends")
+        action = ""
+        result = StepResult(observation=observation_before, done=True, won=False)
+    else:
+        parsed = parse_action_index(out.text, len(actions))
+        action = actions[fallback_action_index(parsed, len(actions))]
+        result = episode.step(action)
     done = result.done or step + 1 >= max_steps
     ep.history.append((observation_before, action))
     ep.rows.append(

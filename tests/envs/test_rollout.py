@@ -9,6 +9,7 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 from rla_core.config import SamplingConfig
+from rla_core.envs.base import StepResult
 from rla_core.envs.judge import judge_steps
 from rla_core.envs.rollout import GenerationMode, RolloutTask, derive_seed, run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
@@ -147,3 +148,45 @@ def test_judge_sends_one_call_with_per_step_seeds(env: TextWorldEnv) -> None:
     # m=3 judgments per step, read in order: +1, -1, unparsable (null) for each of the 4 steps
     assert frame["score"].to_list() == [1.0, -1.0, None] * 4
     assert frame["judge_idx"].to_list() == [0, 1, 2] * 4
+
+
+class _NoActionEpisode:
+    """An episode whose environment offers nothing to do (as a GUI page that lost its elements)."""
+
+    instruction = "click the button"
+    observation = "an empty page"
+    admissible_actions: list[str] = []  # noqa: RUF012 - read-only protocol attribute
+
+    def step(self, action: str) -> StepResult:
+        raise AssertionError("the runner must not step an episode without admissible actions")
+
+    def expert_actions(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        return None
+
+
+class _NoActionEnv:
+    name = "no-actions"
+
+    def validate_spec(self, spec: dict[str, object]) -> None:
+        return None
+
+    def open(self, spec: dict[str, object], *, seed: int) -> _NoActionEpisode:
+        return _NoActionEpisode()
+
+    def demonstrations(self, spec: dict[str, object], *, seed: int) -> list[list[str]]:
+        return []
+
+
+def test_an_episode_without_admissible_actions_ends_as_a_recorded_failure() -> None:
+    frame = run_rollouts(
+        [("t", "s", False, {})], env=_NoActionEnv(), generator=RecordedGenerator([r"\boxed{0}"]), n=1,
+        max_steps=3, sampling=SamplingConfig(), seed=0, iteration=1,
+    )  # fmt: skip
+    # One row, the episode is over, nothing was played, and the reason is recorded.
+    assert frame.height == 1
+    row = frame.row(0, named=True)
+    assert row["done"] is True and row["outcome"] == -1.0 and row["action"] == ""
+    assert row["action_valid"] is False and "no admissible action" in row["invalid_reason"]
