@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from rla_core.models.generator import Generator
 
 STAGE_SECONDS_KEY = "stage_compute_s"
+_CODE_SUFFIXES = frozenset({".py", ".txt", ".yaml", ".json"})
 
 
 @dataclass(frozen=True)
@@ -177,8 +178,14 @@ def code_version(module_name: str, uses: tuple[str, ...]) -> str:
     hasher = hashlib.sha256()
     for name in (module_name, *sorted(uses)):
         module = importlib.import_module(name)
+        # A package counts with every source and data file it ships (prompt templates, presets), so a
+        # template edit invalidates the stages that render it (issue 4: template hash in the cache key).
         files = (
-            sorted(Path(module.__file__ or "").parent.rglob("*.py"))
+            sorted(
+                p
+                for p in Path(module.__file__ or "").parent.rglob("*")
+                if p.is_file() and p.suffix in _CODE_SUFFIXES and "__pycache__" not in p.parts
+            )
             if hasattr(module, "__path__")
             else [Path(inspect.getfile(module))]
         )

@@ -166,3 +166,27 @@ def test_resume_from_stage_reruns_it_and_downstream(flow_env: FlowEnv, baseline:
     assert after[(2, "evaluate")] == before[(2, "evaluate")] + 1
     for stage in ("rollout", "judge", "label", "adapt", "train_policy"):
         assert after[(2, stage)] == before[(2, stage)], stage
+
+
+def test_ablations_frozen_reward_model_and_static_environment(flow_env: FlowEnv) -> None:
+    root = flow_env.base / "runs-ablation"
+    flow_env.rla(
+        "run", *TEST_RUN, *flow_env.settings(root), "--run-id", "abl", "--set", "iterations=2",
+        "--set", "training.reward.enabled=false", "--set", "adaptation.enabled=false",
+        "--set", "reward.use_stepwise=false",
+    )  # fmt: skip
+    store = ArtifactStore(str(root))
+    done = attempts_in_use(store, "abl")
+    # Frozen reward model: no train_reward stage, iteration 2 judges with the bootstrap checkpoint.
+    assert not any(stage == "train_reward" for _it, stage in done)
+    judge_2 = store.manifest("abl", 2, "judge")
+    bootstrap = store.manifest("abl", 0, "bootstrap")
+    assert judge_2 is not None and bootstrap is not None
+    assert judge_2.inputs["reward_model"] == bootstrap.content_key
+    # Static environment: no adapt stage and no pending task ever.
+    assert not any(stage == "adapt" for _it, stage in done)
+    for it in (1, 2):
+        assert store.read_frame("abl", it, "label", "decisions").height == 0
+    # Outcome-only rewards: every kept policy row's reward is the rollout outcome (±1).
+    rewards = set(store.read_frame("abl", 1, "label", "policy_samples")["reward"].to_list())
+    assert rewards <= {1.0, -1.0}
