@@ -257,7 +257,6 @@ class TrainingConfig(_Section):
 
     policy: TrainConfig = Field(default_factory=lambda: TrainConfig(lr=1e-4))
     reward: TrainConfig = Field(default_factory=lambda: TrainConfig(lr=1e-4))
-    keep_checkpoints: int = Field(2, ge=1, description="Keep the last N iterations' checkpoints.")
     sft_lr: float = Field(3e-3, gt=0.0, lt=1.0, description="Learning rate of warm-start SFT.")
 
 

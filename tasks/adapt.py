@@ -15,7 +15,7 @@ from tasks.stage import StageContext, StageRef, signal_frames, stage
 @stage(
     "adapt",
     config=("setting", "adaptation", "models.environment", "models.backend", "models.vllm_base_url",
-            "rollout.max_steps", "textgame.game_cache_dir", "coding"),
+            "rollout.max_steps", "textgame.game_cache_dir", "coding", "gui"),
     uses=("rla_core.algo", "rla_core.settings", "rla_core.envs", "rla_core.coding"),
 )  # fmt: skip
 def adapt(

@@ -4,14 +4,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rla_core.settings import task_files
 from rla_core.settings.warm_start import warm_start_models
-from tasks.stage import StageContext, stage
+from tasks.stage import RunContext, StageContext, file_digest, stage
+
+
+def _task_files(run: RunContext) -> str:
+    return file_digest(task_files(run.config)[0])
 
 
 @stage(
     "bootstrap",
-    config=("setting", "models", "training.sft_lr", "textgame.tasks", "coding.problems"),
+    config=(
+        "setting",
+        "models",
+        "training.sft_lr",
+        "threads",
+        "textgame.tasks",
+        "coding.problems",
+        "gui.tasks",
+    ),
     uses=("rla_core.models", "rla_core.settings", "rla_core.envs", "rla_core.coding"),
+    key_extra=_task_files,
 )
 def bootstrap(ctx: StageContext) -> dict[str, float]:
     """Write checkpoints 'policy', 'reward' (warm-started) and, when configured, 'environment' (frozen)."""

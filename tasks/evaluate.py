@@ -8,7 +8,7 @@ import polars as pl
 
 from rla_core.algo.metrics import eval_metrics, eval_rows
 from rla_core.config import RunConfig
-from rla_core.settings import adapter_for
+from rla_core.settings import adapter_for, task_files
 from tasks.stage import RunContext, StageContext, StageRef, file_digest, stage
 
 
@@ -32,13 +32,12 @@ def evaluate_checkpoint(
 
 
 def _eval_files(run: RunContext) -> str:
-    cfg = run.config
-    return file_digest(cfg.coding.eval_problems if cfg.setting == "coding" else cfg.textgame.eval_tasks)
+    return file_digest(task_files(run.config)[1])
 
 
 @stage(
     "evaluate",
-    config=("setting", "evaluation", "models.backend", "models.vllm_base_url", "threads", "textgame", "coding"),
+    config=("setting", "evaluation", "models.backend", "models.vllm_base_url", "threads", "textgame", "coding", "gui"),
     uses=("rla_core.envs", "rla_core.models.generator", "rla_core.algo.metrics", "rla_core.settings"),
     key_extra=_eval_files,
 )  # fmt: skip

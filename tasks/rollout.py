@@ -12,7 +12,7 @@ from tasks.stage import StageContext, StageRef, stage
 @stage(
     "rollout",
     config=("setting", "rollout", "models.backend", "models.vllm_base_url", "models.history_turns", "threads",
-            "textgame.game_cache_dir", "coding"),
+            "textgame.game_cache_dir", "coding", "gui"),
     uses=("rla_core.envs", "rla_core.models.generator", "rla_core.algo", "rla_core.settings", "rla_core.coding",
           "rla_core.sandbox"),
 )  # fmt: skip

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from rla_core.algo.registry import TaskRegistry
-from rla_core.settings import adapter_for
+from rla_core.settings import adapter_for, task_files
 from tasks.stage import RunContext, StageContext, file_digest, stage
 
 
 def _task_files(run: RunContext) -> str:
-    cfg = run.config
-    return file_digest(cfg.coding.problems if cfg.setting == "coding" else cfg.textgame.tasks)
+    return file_digest(task_files(run.config)[0])
 
 
 @stage(
     "seed_tasks",
-    config=("setting", "textgame.tasks", "coding.problems"),
+    config=("setting", "textgame.tasks", "coding.problems", "gui.tasks"),
     uses=("rla_core.algo.registry", "rla_core.settings"),
     key_extra=_task_files,
 )

@@ -56,6 +56,15 @@ def read_jsonl(path: str | Path, *, what: str) -> list[dict[str, Any]]:
     return rows
 
 
+def task_files(cfg: RunConfig) -> tuple[str, str]:
+    """The (training, evaluation) task files of the run's setting."""
+    return {
+        Setting.TEXTGAME: (cfg.textgame.tasks, cfg.textgame.eval_tasks),
+        Setting.CODING: (cfg.coding.problems, cfg.coding.eval_problems),
+        Setting.GUI: (cfg.gui.tasks, cfg.gui.eval_tasks),
+    }[cfg.setting]
+
+
 @dataclass(frozen=True)
 class WarmStartData:
     """What the bootstrap stage needs: tokenizer corpus and SFT demonstrations for both models."""

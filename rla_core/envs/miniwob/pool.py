@@ -31,6 +31,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -132,12 +133,19 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-def kill_group(pgid: int) -> None:
-    """SIGKILL every Chromium/chromedriver process of group ``pgid`` (a vanished group is fine)."""
+def kill_group(pgid: int, *, wait_s: float = 5.0) -> None:
+    """SIGKILL every Chromium/chromedriver process of group ``pgid`` and wait until they are gone.
+
+    SIGKILL is delivered asynchronously; on a loaded machine a browser can take a moment to exit, so
+    callers that check for leftovers right after must not race it. A vanished group is fine.
+    """
     if not _group_members(pgid):
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while _group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def reap_stale(runtime_dir: Path) -> list[int]:
