@@ -106,6 +106,7 @@ def make_rollouts(rows: int, *, seed: int = 0) -> pl.DataFrame:
             "invalid_reason": pl.Series([None] * rows, dtype=pl.String),
             "next_observation": [_WORDS[(i * 7) % len(_WORDS)] for i in idx],
             "expert_actions": [_WORDS[(i * 3) % len(_WORDS)] for i in idx],
+            "observation_ref": pl.Series([None] * rows, dtype=pl.String),
             "done": idx % 8 == 7,
             "outcome": np.where((idx // 8) % 2 == 0, 1.0, -1.0),
             "score": pl.Series([None] * rows, dtype=pl.Float64),

@@ -198,6 +198,7 @@ class GuiConfig(_Section):
         0, ge=0, le=64, description="Browser instances in the pool; 0 sizes it to the machine."
     )
     call_timeout_s: float = Field(10.0, gt=0.0, le=600.0, description="Timeout of every browser call.")
+    screenshots: bool = Field(True, description="Keep a PNG per training step (rollouts.observation_ref).")
 
 
 class AdaptationConfig(_Section):

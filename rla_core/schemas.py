@@ -93,6 +93,7 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "invalid_reason": Str,
                 "next_observation": Str,
                 "expert_actions": Str,
+                "observation_ref": Str,
                 "done": Bool,
                 "outcome": F64,
                 "score": F64,

@@ -21,11 +21,16 @@ def rollout(ctx: StageContext, *, tasks: StageRef, policy: StageRef) -> dict[str
     cfg = ctx.config
     registry = TaskRegistry.from_events(ctx.read(tasks, "tasks"))
     play = tasks_to_play(registry, k=cfg.rollout.tasks_per_iter, seed=ctx.seed)
+    workdir = ctx.scratch()
     with ctx.generator(policy, "policy") as generator:
         frames = adapter_for(cfg.setting).rollout(
             cfg, play, generator=generator, n=cfg.rollout.rollouts_per_task, max_steps=cfg.rollout.max_steps,
-            sampling=cfg.rollout.sampling, seed=ctx.seed, iteration=ctx.iteration,
+            sampling=cfg.rollout.sampling, seed=ctx.seed, iteration=ctx.iteration, workdir=workdir,
         )  # fmt: skip
     for name, frame in frames.items():
         ctx.writer.write_frame(name, frame)
+    if (workdir / "files").is_dir():
+        ctx.writer.put_dir(
+            workdir / "files", "files"
+        )  # e.g. GUI screenshots named by rollouts.observation_ref
     return rollout_metrics(frames["rollouts"])

@@ -33,6 +33,11 @@ class Episode(Protocol):
     observation: str
     admissible_actions: list[str]
 
+    @property
+    def observation_ref(self) -> str | None:
+        """An image of the current observation (GUI: a screenshot path); None for text-only environments."""
+        ...
+
     def step(self, action: str) -> StepResult:
         """Apply ``action`` and return its result; updates ``observation`` and ``admissible_actions``."""
         ...

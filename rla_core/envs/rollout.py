@@ -187,6 +187,7 @@ def _play_turn(ep: _Live, *, step: int, prompt: str, out: Generation, max_steps:
     actions = list(episode.admissible_actions)
     expert = episode.expert_actions()
     observation_before = episode.observation
+    ref_before = episode.observation_ref
     if not actions:
         # Nothing can be played (e.g. a page that lost its elements): the episode ends as a recorded
         # failure instead of crashing the stage.
@@ -214,6 +215,7 @@ def _play_turn(ep: _Live, *, step: int, prompt: str, out: Generation, max_steps:
             "invalid_reason": None if parsed.valid else parsed.reason,
             "next_observation": result.observation,
             "expert_actions": json.dumps(expert),
+            "observation_ref": ref_before,
             "done": done,
             "outcome": None,
             "score": None,

@@ -118,6 +118,8 @@ def compact_text(text: str, *, max_chars: int) -> str:
 class TextWorldEpisode:
     """One running TextWorld game (implements :class:`rla_core.envs.base.Episode`)."""
 
+    observation_ref: str | None = None  # text observations only
+
     def __init__(self, game_file: Path, *, max_observation_chars: int, max_instruction_chars: int) -> None:
         import textworld
 

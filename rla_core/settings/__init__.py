@@ -98,7 +98,10 @@ class SettingAdapter(Protocol):
         sampling: SamplingConfig,
         seed: int,
         iteration: int,
-    ) -> dict[str, pl.DataFrame]: ...
+        workdir: Path | None = None,
+    ) -> dict[str, pl.DataFrame]:
+        """Play ``tasks``; frames by artifact name. Side files (GUI screenshots) go under ``workdir/files``."""
+        ...
 
     def accuracy(self, frames: dict[str, pl.DataFrame]) -> pl.DataFrame: ...
 

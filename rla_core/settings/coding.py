@@ -112,12 +112,13 @@ class CodingSetting:
         sampling: SamplingConfig,
         seed: int,
         iteration: int,
+        workdir: Path | None = None,
     ) -> dict[str, pl.DataFrame]:
         from rla_core.coding.execute import gt_tests_frame, run_tests
         from rla_core.coding.prompts import policy_prompt
         from rla_core.coding.unit_tests import extract_program
 
-        del max_steps  # coding has one step per rollout (spec §0: T = 1)
+        del max_steps, workdir  # coding has one step per rollout (spec §0: T = 1) and no side files
         coding = [coding_task(t.task_id, t.spec) for t in tasks]
         prompts = [
             policy_prompt(c.question, test_method=c.test_method, entry_point=c.entry_point) for c in coding
@@ -142,6 +143,7 @@ class CodingSetting:
                         "invalid_reason": program.reason,
                         "next_observation": "",
                         "expert_actions": None,
+                        "observation_ref": None,
                         "done": True,
                         "outcome": None,
                         "score": None,
@@ -324,7 +326,7 @@ _ROLLOUT_SCHEMA = {
     "iteration": pl.Int64, "task_id": pl.String, "slot_id": pl.String, "pending": pl.Boolean,
     "rollout_id": pl.Int64, "step": pl.Int64, "prompt": pl.String, "response": pl.String, "action": pl.String,
     "action_valid": pl.Boolean, "invalid_reason": pl.String, "next_observation": pl.String,
-    "expert_actions": pl.String, "done": pl.Boolean, "outcome": pl.Float64, "score": pl.Float64,
+    "expert_actions": pl.String, "observation_ref": pl.String, "done": pl.Boolean, "outcome": pl.Float64, "score": pl.Float64,
     "prompt_tokens": pl.Int64, "response_tokens": pl.Int64,
 }  # fmt: skip
 _UT_SCHEMA = {

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from rla_core.models.generator import Generator
 
 
+SCREENSHOTS = Path("files") / "screenshots"
+
+
 def slot_id(spec: dict[str, Any]) -> str:
     """A GUI slot is named by its MiniWoB task and seed."""
     return f"{spec['task']}-s{spec['seed']}"
@@ -38,10 +41,14 @@ class GuiSetting:
     env_name = "miniwob"
 
     @contextmanager
-    def env(self, cfg: RunConfig) -> Iterator[MiniWobEnv]:
+    def env(self, cfg: RunConfig, *, screenshot_dir: Path | None = None) -> Iterator[MiniWobEnv]:
         from rla_core.envs.miniwob.env import MiniWobEnv
 
-        with MiniWobEnv(pool_size=cfg.gui.browsers or None, call_timeout_s=cfg.gui.call_timeout_s) as env:
+        with MiniWobEnv(
+            pool_size=cfg.gui.browsers or None,
+            call_timeout_s=cfg.gui.call_timeout_s,
+            screenshot_dir=screenshot_dir,
+        ) as env:
             yield env
 
     def _specs(self, path: str | Path) -> list[dict[str, Any]]:
@@ -77,15 +84,22 @@ class GuiSetting:
         sampling: SamplingConfig,
         seed: int,
         iteration: int,
+        workdir: Path | None = None,
     ) -> dict[str, pl.DataFrame]:
+        """Play the tasks in a fresh browser pool; with ``workdir`` and ``gui.screenshots``, each step's
+        screenshot is kept under ``workdir/files/screenshots`` and referenced relative to ``workdir``."""
         from rla_core.envs.rollout import run_rollouts
 
-        with self.env(cfg) as env:
+        shots = workdir / SCREENSHOTS if workdir is not None and cfg.gui.screenshots else None
+        with self.env(cfg, screenshot_dir=shots) as env:
             rollouts = run_rollouts(
                 [(t.task_id, t.slot_id, t.pending, t.spec) for t in tasks],
                 env=env, generator=generator, n=n, max_steps=max_steps, sampling=sampling, seed=seed,
                 iteration=iteration,
             )  # fmt: skip
+        if workdir is not None:
+            prefix = str(workdir) + "/"
+            rollouts = rollouts.with_columns(pl.col("observation_ref").str.strip_prefix(prefix))
         return {"rollouts": rollouts}
 
     def accuracy(self, frames: dict[str, pl.DataFrame]) -> pl.DataFrame:

@@ -76,9 +76,11 @@ class TextGameSetting:
         sampling: SamplingConfig,
         seed: int,
         iteration: int,
+        workdir: Path | None = None,
     ) -> dict[str, pl.DataFrame]:
         from rla_core.envs.rollout import run_rollouts
 
+        del workdir  # text observations: no side files
         rollouts = run_rollouts(
             [(t.task_id, t.slot_id, t.pending, t.spec) for t in tasks],
             env=self.env(cfg),

@@ -33,6 +33,7 @@ def rollouts(
                         "invalid_reason": None,
                         "next_observation": "obs",
                         "expert_actions": "[]",
+                        "observation_ref": None,
                         "done": step == n_steps - 1,
                         "outcome": outcome,
                         "score": None,

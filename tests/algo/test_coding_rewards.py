@@ -39,6 +39,7 @@ def _rollouts(
             "invalid_reason": None,
             "next_observation": None,
             "expert_actions": None,
+            "observation_ref": None,
             "done": True,
             "outcome": None,
             "score": None,

@@ -155,6 +155,7 @@ class _NoActionEpisode:
 
     instruction = "click the button"
     observation = "an empty page"
+    observation_ref = None
     admissible_actions: list[str] = []  # noqa: RUF012 - read-only protocol attribute
 
     def step(self, action: str) -> StepResult:

@@ -177,3 +177,20 @@ def test_screenshots_are_png_paths(gui_runtime: Path, tmp_path: Path) -> None:
         assert len(episode.screenshots) == 1
         assert Path(episode.screenshots[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         episode.close()
+
+
+def test_gui_rollouts_keep_a_screenshot_per_step_referenced_from_the_artifact(tmp_path: Path) -> None:
+    from rla_core.algo.curriculum import PlayTask
+    from rla_core.config import load_config
+    from rla_core.settings.gui import GuiSetting
+
+    cfg = load_config(preset="gui", overrides=["gui.browsers=1"])
+    # Two unparsable answers on click-test: fallback index 0 is played each turn (two steps, max 2).
+    frames = GuiSetting().rollout(
+        cfg, [PlayTask("t0", "s0", False, spec("click-test-2"))], generator=RecordedGenerator(["x", "y"]),
+        n=1, max_steps=2, sampling=SamplingConfig(), seed=0, iteration=1, workdir=tmp_path,
+    )  # fmt: skip
+    refs = frames["rollouts"]["observation_ref"].to_list()
+    assert refs and all(r is not None and r.startswith("files/screenshots/") for r in refs)
+    for ref in refs:
+        assert (tmp_path / ref).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # a real PNG next to the artifact

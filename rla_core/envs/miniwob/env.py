@@ -70,6 +70,11 @@ class MiniWobEpisode:
     observation: str
     admissible_actions: list[str]
 
+    @property
+    def observation_ref(self) -> str | None:
+        """The screenshot of the current observation (when screenshots are on), for vision-language policies."""
+        return self.screenshots[-1] if self.screenshots and not self.done else None
+
     def __init__(
         self,
         pool: BrowserPool,
