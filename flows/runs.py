@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rla_core.config import RunConfig, Setting, build_config
+from rla_core.config import RunConfig, Setting, build_config, upgrade_stored_config
 from rla_core.errors import ConfigError, RunNotFoundError
 from rla_core.store import ArtifactStore
 from rla_core.store.manifest import Manifest
@@ -60,7 +60,7 @@ def check_config_change(run_id: str, old: dict[str, Any], new: RunConfig, *, rec
     # Where metrics go and how many iterations to run change no artifact.
     # The stored config is read through today's schema first, so fields added since (with their
     # defaults) do not count as changes.
-    before = build_config(old).model_dump(mode="json")
+    before = build_config(upgrade_stored_config(old)).model_dump(mode="json")
     changed = [
         k
         for k in config_diff(before, new.model_dump(mode="json"))
@@ -85,7 +85,7 @@ def check_config_change(run_id: str, old: dict[str, Any], new: RunConfig, *, rec
 def load_run_config(store: ArtifactStore, run_id: str) -> RunConfig:
     """The config a run was started with (from its run.json)."""
     info = store.read_run_info(run_id)
-    return build_config(info.config)
+    return build_config(upgrade_stored_config(info.config))
 
 
 def with_iterations(cfg: RunConfig, iterations: int | None) -> RunConfig:

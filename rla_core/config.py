@@ -437,6 +437,24 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return loaded
 
 
+# Keys that earlier versions wrote into run.json and that no longer exist. A stored config drops them
+# when read back, so runs started before an upgrade can still be resumed; a new config naming them fails.
+RETIRED_KEYS: tuple[str, ...] = ("training.keep_checkpoints",)
+
+
+def upgrade_stored_config(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored run config with :data:`RETIRED_KEYS` removed (a deep copy; the input is not changed)."""
+    out = json.loads(json.dumps(data))
+    for dotted in RETIRED_KEYS:
+        *parents, leaf = dotted.split(".")
+        node = out
+        for part in parents:
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return out
+
+
 def build_config(data: dict[str, Any]) -> RunConfig:
     """Validate a raw dict into a :class:`RunConfig`, turning pydantic errors into one ConfigError."""
     try:

@@ -188,3 +188,16 @@ def test_reference_lists_every_leaf_field() -> None:
 
     for key in leaves(dumped):
         assert f"| `{key}` |" in reference, key
+
+
+def test_stored_configs_drop_retired_keys_but_new_configs_reject_them() -> None:
+    from rla_core.config import RETIRED_KEYS, build_config, upgrade_stored_config
+
+    stored = load_config().model_dump(mode="json")
+    stored["training"]["keep_checkpoints"] = 2  # written by an earlier version
+    assert "training.keep_checkpoints" in RETIRED_KEYS
+    upgraded = upgrade_stored_config(stored)
+    assert "keep_checkpoints" not in upgraded["training"] and "keep_checkpoints" in stored["training"]
+    assert build_config(upgraded).config_hash() == load_config().config_hash()
+    with pytest.raises(ConfigError, match=r"unknown key 'training\.keep_checkpoints'"):
+        build_config(stored)

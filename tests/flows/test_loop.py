@@ -190,3 +190,17 @@ def test_ablations_frozen_reward_model_and_static_environment(flow_env: FlowEnv)
     # Outcome-only rewards: every kept policy row's reward is the rollout outcome (±1).
     rewards = set(store.read_frame("abl", 1, "label", "policy_samples")["reward"].to_list())
     assert rewards <= {1.0, -1.0}
+
+
+def test_eval_and_export_of_a_finished_run(
+    flow_env: FlowEnv, baseline: tuple[Path, str], tmp_path: Path
+) -> None:
+    root, run_id = baseline
+    shown = flow_env.rla("eval", run_id, "--checkpoint", "1", "--root", str(root))
+    assert "policy of iteration 1:" in shown.stdout and "success rate" in shown.stdout
+    flow_env.rla("export", run_id, "--to", str(tmp_path / "out"), "--root", str(root))
+    for role in ("policy", "reward"):
+        assert (tmp_path / "out" / role / "config.json").is_file()
+        assert (tmp_path / "out" / role / "tokenizer.json").is_file()
+    again = flow_env.rla("export", run_id, "--to", str(tmp_path / "out"), "--root", str(root), check=False)
+    assert again.returncode != 0 and "is not empty" in again.stderr  # never overwrites an export
