@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rla_core.config import RunConfig, load_config
+from rla_core.config import load_config
 from rla_core.errors import RlaError
 
 app = typer.Typer(
@@ -65,16 +65,8 @@ def _store(root: str) -> Any:
     return ArtifactStore(root)
 
 
-def _execute(cfg: RunConfig, run_id: str, *, reconfigure: bool, existing: bool) -> None:
-    from flows.runs import execute_run
-
-    execute_run(
-        cfg,
-        run_id,
-        reconfigure=reconfigure,
-        existing=existing,
-        say=lambda m: console.print(m, highlight=False),
-    )
+def _say(message: str) -> None:
+    console.print(message, highlight=False)
 
 
 @app.command()
@@ -92,12 +84,12 @@ def run(
     """Start a run (with no options: the embedded default — tiny local models, TextWorld, 3 iterations)."""
 
     def body() -> None:
-        from flows.runs import new_run_id
+        from flows.runs import execute_run, new_run_id
 
         cfg = load_config(config, preset=preset, overrides=tuple(set_ or ()))
         rid = run_id or new_run_id()
         existing = rid in _store(cfg.artifact_root).list_runs()
-        _execute(cfg, rid, reconfigure=reconfigure, existing=existing)
+        execute_run(cfg, rid, reconfigure=reconfigure, existing=existing, say=_say)
 
     _guard(body)
 
@@ -115,7 +107,7 @@ def resume(
     """Continue a run, re-running only what is missing (or forced with --from-stage)."""
 
     def body() -> None:
-        from flows.runs import invalidate_from, load_run_config, with_iterations
+        from flows.runs import execute_run, invalidate_from, load_run_config, with_iterations
         from rla_core.errors import ConfigError, RunNotFoundError
 
         store = _store(root)
@@ -136,7 +128,7 @@ def resume(
             console.print(
                 f"forced to re-run: {', '.join(marked) or '(nothing was done yet)'}", highlight=False
             )
-        _execute(cfg, run_id, reconfigure=False, existing=True)
+        execute_run(cfg, run_id, reconfigure=False, existing=True, say=_say)
 
     _guard(body)
 

@@ -172,7 +172,7 @@ def find_frame(store: ArtifactStore, run_id: str, iteration: int, name: str) -> 
         )
     from flows.loop import SETUP_STAGES, STAGE_ORDER
 
-    order = [*SETUP_STAGES, *{s for o in STAGE_ORDER.values() for s in o}]
+    order = [*SETUP_STAGES, *STAGE_ORDER[load_run_config(store, run_id).setting]]
     return max(found, key=lambda s: order.index(s) if s in order else -1)
 
 

@@ -145,9 +145,9 @@ def local_checkpoint(run: RunContext, ref: StageRef, name: str) -> Path:
     target = Path(run.cache_dir) / "checkpoints" / ref.content_key / name
     if target.is_dir():
         return target
-    tmp = Path(tempfile.mkdtemp(prefix="ckpt-", dir=target.parent.parent if target.parent.exists() else None))
-    store.get_dir(ref.run_id, ref.iteration, ref.stage, name, tmp)
     target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=target.parent))
+    store.get_dir(ref.run_id, ref.iteration, ref.stage, name, tmp)
     tmp.replace(target)
     return target
 

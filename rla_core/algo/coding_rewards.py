@@ -30,7 +30,7 @@ from collections.abc import Collection
 
 import polars as pl
 
-from rla_core.algo.labels import ACC_TOL, group_normalize
+from rla_core.algo.labels import band_expr, group_normalize, require_columns
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
 from rla_core.schemas import validate
@@ -39,19 +39,6 @@ GT = "gt"
 GENERATED = "generated"
 # Reference `llm_rl_reward.py` L146-157: a response with at least (limit - 5) tokens is truncated.
 TRUNCATION_MARGIN_TOKENS = 5
-
-
-def _require(df: pl.DataFrame, columns: list[str], *, frame: str, where: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ArtifactError(
-            f"{where}: the {frame} frame lacks columns {missing} (has {df.columns}); "
-            f"pass the '{frame}' artifact (see rla_core.schemas)"
-        )
-
-
-def _in_band(col: str, band: Band) -> pl.Expr:
-    return (pl.col(col) >= band.low - ACC_TOL) & (pl.col(col) <= band.high + ACC_TOL)
 
 
 def code_table(
@@ -76,8 +63,8 @@ def code_table(
         [0.5]
     """
     where = "code_table"
-    _require(rollouts, ["task_id", "rollout_id"], frame="rollouts", where=where)
-    _require(
+    require_columns(rollouts, ["task_id", "rollout_id"], frame="rollouts", where=where)
+    require_columns(
         executions,
         ["task_id", "rollout_id", "test_kind", "test_idx", "passed"],
         frame="executions",
@@ -92,7 +79,7 @@ def code_table(
     pending = pl.col("pending").any() if "pending" in rollouts.columns else pl.lit(False)
     aggs = [pending.alias("pending")]
     if truncation_limit is not None:
-        _require(rollouts, ["response_tokens"], frame="rollouts", where=where)
+        require_columns(rollouts, ["response_tokens"], frame="rollouts", where=where)
         aggs.append(
             (pl.col("response_tokens").max() >= truncation_limit - TRUNCATION_MARGIN_TOKENS).alias(
                 "truncated"
@@ -161,7 +148,7 @@ def _filter_reason(
     accepted = pl.Series("accepted", list(accepted_pending), dtype=pl.String).implode()
     rules: list[tuple[pl.Expr, str]] = [
         (pl.col("pending") & ~pl.col("task_id").is_in(accepted), "pending_not_accepted"),
-        (~_in_band("acc", band), "out_of_band"),
+        (~band_expr("acc", band), "out_of_band"),
     ]
     if need_gt_code:
         rules.append((pl.col("n_gt_codes") == 0, "no_gt_code"))
@@ -203,7 +190,9 @@ def coding_policy_samples(
     rows_kept, codes_truncated``.
     """
     where = "coding_policy_samples"
-    _require(rollouts, ["task_id", "rollout_id", "step", "prompt", "response"], frame="rollouts", where=where)
+    require_columns(
+        rollouts, ["task_id", "rollout_id", "step", "prompt", "response"], frame="rollouts", where=where
+    )
     codes = code_table(rollouts, executions, truncation_limit=truncation_limit)
     tasks = _filter_reason(
         _tasks(codes), band=cfg.policy_acc_band, accepted_pending=accepted_pending, need_gt_code=False
@@ -283,7 +272,7 @@ def coding_reward_samples(
     ``rows_*`` (rows = unit tests) for ``pending_not_accepted``, ``out_of_band``, ``no_gt_code``.
     """
     where = "coding_reward_samples"
-    _require(
+    require_columns(
         unit_tests, ["task_id", "test_idx", "valid", "prompt", "response"], frame="unit_tests", where=where
     )
     codes = code_table(rollouts, executions, truncation_limit=truncation_limit)
@@ -355,7 +344,7 @@ def coding_metrics(
         >>> coding_metrics(r, ex, ut)
         {'acc': 1.0, 'syn_ut_acc': 0.0, 'perfect_ut_rate': None}
     """
-    _require(unit_tests, ["task_id", "test_idx", "valid"], frame="unit_tests", where="coding_metrics")
+    require_columns(unit_tests, ["task_id", "test_idx", "valid"], frame="unit_tests", where="coding_metrics")
     codes = code_table(rollouts, executions)
     tasks = _tasks(codes)
     acc = float(codes["pass_all"].sum()) / codes.height if codes.height else None

@@ -39,11 +39,13 @@ STEP_KEYS: tuple[str, ...] = ("task_id", "rollout_id", "step")
 ACC_TOL = 1e-9
 
 
-def _band_expr(col: str, band: Band) -> pl.Expr:
+def band_expr(col: str, band: Band) -> pl.Expr:
+    """``low <= col <= high`` with ACC_TOL slack, so 1/5 counts as 0.2 (both ends inclusive)."""
     return (pl.col(col) >= band.low - ACC_TOL) & (pl.col(col) <= band.high + ACC_TOL)
 
 
-def _require_columns(df: pl.DataFrame, columns: Sequence[str], *, frame: str, where: str) -> None:
+def require_columns(df: pl.DataFrame, columns: Sequence[str], *, frame: str, where: str) -> None:
+    """Raise ArtifactError naming the columns ``df`` (artifact ``frame``) lacks."""
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ArtifactError(
@@ -54,7 +56,7 @@ def _require_columns(df: pl.DataFrame, columns: Sequence[str], *, frame: str, wh
 
 def _rollout_table(rollouts: pl.DataFrame, *, where: str) -> pl.DataFrame:
     """One row per (task_id, rollout_id): outcome, pending, number of steps. Checks outcome is ±1."""
-    _require_columns(rollouts, ["task_id", "rollout_id", "step", "outcome"], frame="rollouts", where=where)
+    require_columns(rollouts, ["task_id", "rollout_id", "step", "outcome"], frame="rollouts", where=where)
     pending = pl.col("pending").any() if "pending" in rollouts.columns else pl.lit(False)
     per_rollout = rollouts.group_by("task_id", "rollout_id").agg(
         o_min=pl.col("outcome").min(),
@@ -129,7 +131,7 @@ def step_scores(rollouts: pl.DataFrame, judgments: pl.DataFrame, *, m: int) -> p
         [0.6667]
     """
     where = "step_scores"
-    _require_columns(rollouts, [*STEP_KEYS, "outcome"], frame="rollouts", where=where)
+    require_columns(rollouts, [*STEP_KEYS, "outcome"], frame="rollouts", where=where)
     _check_judgments(judgments, m=m, where=where)
     tasks = _task_table(rollouts, where=where).with_columns(drop_reason=pl.lit(None, dtype=pl.String))
     steps = rollouts.filter(pl.col("step").is_not_null()).select(*STEP_KEYS, "outcome")
@@ -150,7 +152,7 @@ def step_scores(rollouts: pl.DataFrame, judgments: pl.DataFrame, *, m: int) -> p
 
 
 def _check_judgments(judgments: pl.DataFrame, *, m: int, where: str) -> None:
-    _require_columns(judgments, [*STEP_KEYS, "judge_idx", "score"], frame="judgments", where=where)
+    require_columns(judgments, [*STEP_KEYS, "judge_idx", "score"], frame="judgments", where=where)
     if m < 1:
         raise ValueError(f"{where}: m={m}; the number of judgments per step must be at least 1")
     bounds = judgments.select(
@@ -324,9 +326,9 @@ def _task_filter(
 ) -> pl.DataFrame:
     """Add ``drop_reason`` (null = kept) to the task table."""
     accepted = pl.Series("accepted", list(accepted_pending), dtype=pl.String)
-    in_band = _band_expr("acc", band)
+    in_band = band_expr("acc", band)
     if extra_band is not None:
-        in_band = in_band & _band_expr("acc", extra_band)
+        in_band = in_band & band_expr("acc", extra_band)
     return tasks.with_columns(
         drop_reason=pl.when(pl.col("pending") & ~pl.col("task_id").is_in(accepted.implode()))
         .then(pl.lit("pending_not_accepted"))
@@ -386,7 +388,7 @@ def policy_samples(
         [1.0, -1.0]
     """
     where = "policy_samples"
-    _require_columns(rollouts, [*STEP_KEYS, "outcome", "prompt", "response"], frame="rollouts", where=where)
+    require_columns(rollouts, [*STEP_KEYS, "outcome", "prompt", "response"], frame="rollouts", where=where)
     _check_judgments(judgments, m=m, where=where)
     tasks = _task_filter(
         _task_table(rollouts, where=where),
@@ -455,7 +457,7 @@ def reward_samples(
         [1.0, -1.0]
     """
     where = "reward_samples"
-    _require_columns(judgments, ["prompt", "response"], frame="judgments", where=where)
+    require_columns(judgments, ["prompt", "response"], frame="judgments", where=where)
     _check_judgments(judgments, m=m, where=where)
     tasks = _task_filter(
         _task_table(rollouts, where=where),

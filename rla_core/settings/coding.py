@@ -8,7 +8,6 @@ rollout; the execute stage runs the programs on the reward model's generated tes
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +65,12 @@ def programs_frame(rollouts: pl.DataFrame) -> pl.DataFrame:
         "rollout_id",
         code=pl.when(pl.col("action_valid")).then(pl.col("action")).otherwise(None),
     )
+
+
+def _rates_by_test(rates: pl.DataFrame, kind: str) -> dict[int, float]:
+    """test_idx → pass rate of one test kind ('gt' or 'generated') from ``coding.rewriter.pass_rates``."""
+    mine = rates.filter(pl.col("test_kind") == kind)
+    return dict(zip(mine["test_idx"].to_list(), mine["pass_rate"].to_list(), strict=True))
 
 
 class CodingSetting:
@@ -272,21 +277,8 @@ class CodingSetting:
             current = coding_task(target.task_id, target.spec)
             root = coding_task(target.slot_id, target.root_spec)
             mine = rates.filter(pl.col("task_id") == target.task_id)
-            gt_rate = dict(
-                zip(
-                    mine.filter(pl.col("test_kind") == "gt")["test_idx"],
-                    mine.filter(pl.col("test_kind") == "gt")["pass_rate"],
-                    strict=True,
-                )
-            )
+            gt_rate, gen_rate = _rates_by_test(mine, "gt"), _rates_by_test(mine, "generated")
             gen = unit_tests.filter(pl.col("task_id") == target.task_id).sort("test_idx")
-            gen_rate = dict(
-                zip(
-                    mine.filter(pl.col("test_kind") == "generated")["test_idx"],
-                    mine.filter(pl.col("test_kind") == "generated")["pass_rate"],
-                    strict=True,
-                )
-            )
             feedback = critic_feedback(
                 gt_tests=list(current.tests),
                 gt_rates=[gt_rate.get(k) for k in range(len(current.tests))],
@@ -338,5 +330,3 @@ _PROPOSAL_SCHEMA = {
     "goal": pl.String, "prev_acc": pl.Float64, "critic_feedback": pl.String, "spec": pl.String,
     "valid": pl.Boolean, "invalid_reason": pl.String, "chosen": pl.Boolean,
 }  # fmt: skip
-
-__all__ = ["CodingSetting", "coding_task", "json"]

@@ -56,9 +56,7 @@ def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartR
             stats = _cached_sft(
                 cache / "warm" / f"{role}-{key[:16]}",
                 out_dir / role,
-                functools.partial(
-                    _sft_into, sft, base, rows, epochs=epochs, lr=cfg.training.sft_lr, seed=seed
-                ),
+                functools.partial(sft, base, rows, epochs=epochs, lr=cfg.training.sft_lr, seed=seed),
             )
         else:
             stats = sft(base, rows, out_dir=out_dir / role, epochs=epochs, lr=cfg.training.sft_lr, seed=seed)
@@ -74,13 +72,13 @@ def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartR
     )
 
 
-def _cached_sft(entry: Path, out: Path, train: Callable[[Path], dict[str, float]]) -> dict[str, float]:
+def _cached_sft(entry: Path, out: Path, train: Callable[..., dict[str, float]]) -> dict[str, float]:
     """Run ``train`` into a cache entry once (temp dir + rename, so a killed run leaves no half entry)."""
     if not (entry / "metrics.json").is_file():
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
         try:
-            stats = train(tmp / "model")
+            stats = train(out_dir=tmp / "model")
             (tmp / "metrics.json").write_text(json.dumps(stats))
             try:
                 os.rename(tmp, entry)
@@ -92,16 +90,3 @@ def _cached_sft(entry: Path, out: Path, train: Callable[[Path], dict[str, float]
     shutil.copytree(entry / "model", out)
     stats_cached: dict[str, float] = json.loads((entry / "metrics.json").read_text())
     return stats_cached
-
-
-def _sft_into(
-    sft: Callable[..., dict[str, float]],
-    base: Path,
-    rows: object,
-    out: Path,
-    *,
-    epochs: int,
-    lr: float,
-    seed: int,
-) -> dict[str, float]:
-    return sft(base, rows, out_dir=out, epochs=epochs, lr=lr, seed=seed)
