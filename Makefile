@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup run test lint typecheck unit bench
+.PHONY: setup setup-vllm run test test-slow lint typecheck unit slow bench
 
 setup: $(STAMP)
 
@@ -24,6 +24,18 @@ typecheck: setup
 
 unit: setup
 	$(PY) -m pytest -q
+
+# Heavy checks (vLLM on CPU, multi-process training, long loops): `pytest -m slow`. The vLLM ones need
+# the separate CPU vLLM environment, built here first (several minutes on first use).
+setup-vllm: .venv-vllm/.installed
+.venv-vllm/.installed: scripts/setup_vllm_cpu.sh
+	bash scripts/setup_vllm_cpu.sh .venv-vllm
+	touch $@
+
+slow: setup setup-vllm
+	$(PY) -m pytest -q -m slow
+
+test-slow: slow
 
 test: lint typecheck unit
 

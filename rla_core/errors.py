@@ -56,3 +56,7 @@ class BrowserError(RlaError):
 
 class BrowserStartError(BrowserError):
     """A headless browser could not be started at all (missing or broken binary, driver mismatch)."""
+
+
+class ProcessError(RlaError):
+    """A helper process (server, training worker) failed to start, died before it was ready, or failed."""

@@ -11,11 +11,19 @@ python3 -m venv "$venv"
 if [ "$(id -u)" = "0" ] && ! id rla-sandbox >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin rla-sandbox
 fi
-# GUI setting (rla_core/envs/miniwob): headless Chromium + chromedriver from Debian, offline-capable.
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+# Debian packages:
+#   chromium + chromium-driver  GUI setting (rla_core/envs/miniwob) and report screenshots, offline-capable;
+#   bubblewrap                  the coding sandbox's filesystem/namespace isolation (rla_core/sandbox);
+#   tmux                        terminal captures in tests of what an operator sees.
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
-    apt-get update -q && apt-get install -y -q chromium chromium-driver
+    apt-get update -q && apt-get install -y -q "${need[@]}"
   else
-    echo "GUI setting: install Debian's 'chromium' and 'chromium-driver' (sudo apt-get install chromium chromium-driver)" >&2
+    echo "install Debian's ${need[*]} (sudo apt-get install ${need[*]})" >&2
   fi
 fi

@@ -10,7 +10,8 @@ No orphaned processes:
   every driver and kills its process group;
 * SIGKILL of the owner: the pool keeps a pidfile ``pool-<owner pid>.json`` in ``runtime_dir`` listing
   its process groups and profile dirs; the next pool started on the same ``runtime_dir`` reaps the
-  groups of every pidfile whose owner is gone (pid dead, or reused: its start time differs).
+  groups of every pidfile whose owner is gone (pid dead, or reused: its start time differs) —
+  the process-group lifecycle shared with vLLM servers and training workers, :mod:`rla_core.procs`.
 
 Every browser call has a client-side timeout (``call_timeout_s``); a call that times out kills that
 browser (a hung renderer cannot be trusted again) and raises :class:`BrowserError`.
@@ -24,20 +25,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import shutil
-import signal
 import subprocess
-import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rla_core import procs
 from rla_core.errors import BrowserError, BrowserStartError
 
 if TYPE_CHECKING:
@@ -49,6 +47,7 @@ DEFAULT_CHROME = "/usr/bin/chromium"
 DEFAULT_CHROMEDRIVER = "/usr/bin/chromedriver"
 # Measured: ~200 MiB per extra browser; keep headroom for the policy model.
 MIB_PER_BROWSER = 400
+PIDFILE_KIND = "pool"  # pidfiles pool-<owner pid>-<nonce>.json (rla_core.procs)
 
 # Headless, and nothing leaves the machine: no sync, updates, metrics, crash uploads, DNS prefetch;
 # every non-loopback URL goes to a proxy on a closed local port (file:// pages need none).
@@ -93,80 +92,18 @@ def default_pool_size() -> int:
     return max(1, min(cores, avail_mib // MIB_PER_BROWSER))
 
 
-def default_runtime_dir() -> Path:
-    """``$XDG_RUNTIME_DIR/rlanything-miniwob``, else ``<tmp>/rlanything-miniwob-<uid>``."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base:
-        return Path(base) / "rlanything-miniwob"
-    return Path(tempfile.gettempdir()) / f"rlanything-miniwob-{os.getuid()}"
-
-
-def _start_time(pid: int) -> str | None:
-    """Field 22 of /proc/<pid>/stat (start time in ticks): tells a live owner from a reused pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) pids of process group ``pgid`` that belong to Chromium or chromedriver."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state != "Z" and b"chrom" in cmdline:
-            members.append(int(entry.name))
-    return members
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-def kill_group(pgid: int, *, wait_s: float = 5.0) -> None:
-    """SIGKILL every Chromium/chromedriver process of group ``pgid`` and wait until they are gone.
-
-    SIGKILL is delivered asynchronously; on a loaded machine a browser can take a moment to exit, so
-    callers that check for leftovers right after must not race it. A vanished group is fine.
-    """
-    if not _group_members(pgid):
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    deadline = time.monotonic() + wait_s
-    while _group_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 def reap_stale(runtime_dir: Path) -> list[int]:
-    """Kill the process groups recorded by pools whose owner process is gone; return those groups."""
+    """Kill the browser groups of pools whose owner process is gone (and their profiles); those groups."""
     reaped: list[int] = []
-    if not runtime_dir.is_dir():
-        return reaped
-    for pidfile in sorted(runtime_dir.glob("pool-*.json")):
-        try:
-            record = json.loads(pidfile.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue  # half-written by a live owner, or removed meanwhile: leave it alone
-        owner, started = int(record["owner_pid"]), record["owner_start"]
-        if _start_time(owner) == started:
-            continue  # owner still alive
-        for pgid in record["pgids"]:
-            kill_group(int(pgid))
-            reaped.append(int(pgid))
+    for record in procs.reap_stale(runtime_dir, kind=PIDFILE_KIND):
+        reaped.extend(int(pgid) for pgid, _ in record["groups"])
         for profile in record.get("profiles", []):
             shutil.rmtree(profile, ignore_errors=True)
-        pidfile.unlink(missing_ok=True)
     return reaped
 
 
@@ -176,6 +113,7 @@ class Browser:
 
     driver: WebDriver
     pgid: int
+    pgid_start: str | None  # the leader's start time: guards the reaper against a reused group id
     profile: Path
     call_timeout_s: float
     home: str  # the initial blank window, kept so the session survives closing every episode tab
@@ -214,7 +152,7 @@ class Browser:
     def kill(self, reason: str) -> None:
         """Kill the whole process group now (no polite quit: a hung driver would block it)."""
         self.dead = self.dead or reason
-        kill_group(self.pgid)
+        procs.kill_group(self.pgid, leader_start=self.pgid_start)
         if self.process is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):  # reap our chromedriver child (no zombie)
                 self.process.wait(timeout=5)
@@ -262,7 +200,7 @@ class BrowserPool:
             raise ValueError(f"pool size {self.size} must be at least 1")
         if call_timeout_s <= 0:
             raise ValueError(f"call_timeout_s={call_timeout_s} must be positive")
-        self.runtime_dir = runtime_dir if runtime_dir is not None else default_runtime_dir()
+        self.runtime_dir = runtime_dir if runtime_dir is not None else procs.default_runtime_dir("miniwob")
         self.chrome_binary = chrome_binary
         self.chromedriver = chromedriver
         self.call_timeout_s = call_timeout_s
@@ -272,8 +210,7 @@ class BrowserPool:
         self._closed = False
         self.runtime_dir.mkdir(parents=True, exist_ok=True)
         self.reaped = reap_stale(self.runtime_dir)
-        self.pidfile = self.runtime_dir / f"pool-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
-        self._owner_start = _start_time(os.getpid())
+        self.pidfile = self.runtime_dir / f"{PIDFILE_KIND}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
         self._write_pidfile()
         atexit.register(self.close)
 
@@ -284,15 +221,11 @@ class BrowserPool:
         self.close()
 
     def _write_pidfile(self) -> None:
-        record = {
-            "owner_pid": os.getpid(),
-            "owner_start": self._owner_start,
-            "pgids": [b.pgid for b in self.browsers if b.dead is None],
-            "profiles": [str(b.profile) for b in self.browsers if b.dead is None],
-        }
-        tmp = self.pidfile.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(self.pidfile)  # atomic: a reaper never reads half a file
+        live = [b for b in self.browsers if b.dead is None]
+        record = procs.owner_record(
+            [(b.pgid, b.pgid_start) for b in live], profiles=[str(b.profile) for b in live]
+        )
+        procs.write_pidfile(self.pidfile, record)
 
     def pgids(self) -> list[int]:
         """Process groups of the live browsers (for tests and the pidfile)."""
@@ -322,7 +255,7 @@ class BrowserPool:
         except WebDriverException as exc:
             proc = service.process
             if proc is not None:
-                kill_group(proc.pid)
+                procs.kill_group(proc.pid)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=5)
             shutil.rmtree(profile, ignore_errors=True)
@@ -344,6 +277,7 @@ class BrowserPool:
         return Browser(
             driver=driver,
             pgid=proc.pid,
+            pgid_start=procs.start_time(proc.pid),
             profile=profile,
             call_timeout_s=self.call_timeout_s,
             home=home,

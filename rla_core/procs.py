@@ -1,0 +1,230 @@
+"""Process-group lifecycle shared by every helper process the project starts.
+
+Browsers (GUI setting), per-stage vLLM servers and multi-process training workers are all started the
+same way, so that nothing they spawn can outlive the stage that needed it:
+
+* **start** — :meth:`ProcessGroup.start` runs the command in a NEW session (its own process group, the
+  group id is the leader's pid), stdout and stderr to a log file, and records the group in a pidfile
+  ``<kind>-<owner pid>-<nonce>.json`` under a runtime directory;
+* **readiness** — :meth:`ProcessGroup.wait_ready` polls a probe (e.g. an HTTP health check) until it
+  answers, failing fast with the log's tail when the leader dies first — no fixed sleeps;
+* **stop** — :meth:`ProcessGroup.stop` (context manager exit, also on exceptions) SIGKILLs the whole
+  group and waits until it is gone;
+* **reap** — when the owner was SIGKILLed, nothing above ran: :func:`reap_stale` (called by the next
+  start on the same runtime directory) kills the groups of every pidfile whose owner is gone.
+
+Why a group id recorded in a pidfile is safe to kill later: a process-group id stays taken while any
+member lives, so if members of group ``g`` exist they are ours — unless the leader ``g`` itself is alive
+with another start time, i.e. the whole group ended and its number was reused (then it is skipped).
+
+Example:
+    >>> with ProcessGroup.start(["sleep", "60"], kind="demo", runtime_dir=Path("/tmp/rla-demo")) as g:
+    ...     g.alive()
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rla_core.errors import ProcessError
+
+
+def default_runtime_dir(name: str) -> Path:
+    """``$XDG_RUNTIME_DIR/rlanything-<name>``, else ``<tmp>/rlanything-<name>-<uid>``."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base:
+        return Path(base) / f"rlanything-{name}"
+    return Path(tempfile.gettempdir()) / f"rlanything-{name}-{os.getuid()}"
+
+
+def start_time(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat (start time in ticks): tells a live process from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) pids whose process group is ``pgid``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def kill_group(pgid: int, *, leader_start: str | None = None, wait_s: float = 10.0) -> bool:
+    """SIGKILL process group ``pgid`` and wait until its members are gone; True if anything was killed.
+
+    ``leader_start`` (from :func:`start_time` at launch) guards against a reused group id: when the
+    leader pid is alive with another start time, the group is someone else's and is left alone.
+    SIGKILL is asynchronous; callers that check for leftovers right after must not race it, hence the wait.
+    """
+    if leader_start is not None:
+        now = start_time(pgid)
+        if now is not None and now != leader_start:
+            return False
+    if not group_members(pgid):
+        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return True
+
+
+def write_pidfile(path: Path, record: Mapping[str, Any]) -> None:
+    """Write a pidfile atomically (a reaper never reads half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(dict(record)))
+    tmp.replace(path)
+
+
+def owner_record(groups: Sequence[tuple[int, str | None]], **extra: Any) -> dict[str, Any]:
+    """The pidfile record of this process owning ``groups`` ((pgid, leader start time) pairs)."""
+    return {
+        "owner_pid": os.getpid(),
+        "owner_start": start_time(os.getpid()),
+        "groups": [[pgid, started] for pgid, started in groups],
+        **extra,
+    }
+
+
+def reap_stale(runtime_dir: Path, *, kind: str) -> list[dict[str, Any]]:
+    """Kill the groups recorded in ``<kind>-*.json`` pidfiles whose owner is gone; return those records."""
+    reaped: list[dict[str, Any]] = []
+    if not runtime_dir.is_dir():
+        return reaped
+    for pidfile in sorted(runtime_dir.glob(f"{kind}-*.json")):
+        try:
+            record = json.loads(pidfile.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # removed meanwhile (writes are atomic, so never half-written)
+        if start_time(int(record["owner_pid"])) == record["owner_start"]:
+            continue  # owner still alive
+        for pgid, started in record.get("groups", []):
+            kill_group(int(pgid), leader_start=started)
+        reaped.append(record)
+        pidfile.unlink(missing_ok=True)
+    return reaped
+
+
+class ProcessGroup:
+    """One command running in its own process group, recorded in a pidfile until it is stopped."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], *, pidfile: Path, log_path: Path, what: str) -> None:
+        self.proc = proc
+        self.pgid = proc.pid
+        self.leader_start = start_time(proc.pid)
+        self.pidfile = pidfile
+        self.log_path = log_path
+        self.what = what
+        write_pidfile(pidfile, owner_record([(self.pgid, self.leader_start)], what=what))
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        kind: str,
+        runtime_dir: Path,
+        log_path: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        what: str | None = None,
+    ) -> ProcessGroup:
+        """Reap leftovers of dead owners of ``kind``, then start ``argv`` as a new process group."""
+        runtime_dir.mkdir(parents=True, exist_ok=True)
+        reap_stale(runtime_dir, kind=kind)
+        nonce = uuid.uuid4().hex[:8]
+        log = log_path or runtime_dir / f"{kind}-{os.getpid()}-{nonce}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        label = what or " ".join(argv[:3])
+        with open(log, "wb") as out:
+            try:
+                proc = subprocess.Popen(
+                    list(argv),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=dict(env) if env is not None else None,
+                    cwd=cwd,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise ProcessError(f"could not start {label}: {exc}") from exc
+        return cls(proc, pidfile=runtime_dir / f"{kind}-{os.getpid()}-{nonce}.json", log_path=log, what=label)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_ready(self, probe: Callable[[], bool], *, timeout_s: float, interval_s: float = 0.25) -> float:
+        """Poll ``probe`` until it returns True; seconds it took. Raises if the leader dies or time runs out."""
+        start = time.monotonic()
+        while True:
+            if probe():
+                return time.monotonic() - start
+            if not self.alive():
+                self.stop()
+                raise ProcessError(
+                    f"{self.what} exited with code {self.proc.returncode} before it was ready; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            if time.monotonic() - start > timeout_s:
+                self.stop()
+                raise ProcessError(
+                    f"{self.what} was not ready after {timeout_s:.0f}s; log {self.log_path}:\n{self.log_tail()}"
+                )
+            time.sleep(interval_s)
+
+    def wait(self, timeout_s: float | None = None) -> int:
+        """Wait for the leader to exit (then kill what it left in its group); its exit code."""
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            self.stop()
+            raise ProcessError(f"{self.what} did not finish within {timeout_s}s; killed its group") from exc
+        self.stop()
+        return code
+
+    def stop(self) -> None:
+        """Kill the whole group, reap the leader, remove the pidfile (idempotent)."""
+        kill_group(self.pgid, leader_start=self.leader_start)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        self.pidfile.unlink(missing_ok=True)
+
+    def __enter__(self) -> ProcessGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,102 @@
+"""The shared process-group lifecycle (rla_core.procs): start, readiness, stop, reap after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from rla_core import procs
+from rla_core.errors import ProcessError
+
+# A leader that forks a grandchild into its own group: stopping must end both.
+TREE = "import subprocess,time; subprocess.Popen(['sleep','300']); print('up', flush=True); time.sleep(300)"
+
+
+def _wait_for(predicate, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def test_stop_kills_the_whole_tree_and_removes_the_pidfile(tmp_path: Path) -> None:
+    group = procs.ProcessGroup.start([sys.executable, "-c", TREE], kind="t", runtime_dir=tmp_path)
+    group.wait_ready(lambda: "up" in group.log_tail(), timeout_s=20)
+    _wait_for(lambda: len(procs.group_members(group.pgid)) == 2)  # leader + grandchild
+    record = json.loads(group.pidfile.read_text())
+    assert record["groups"] == [[group.pgid, group.leader_start]]
+    group.stop()
+    assert procs.group_members(group.pgid) == []
+    assert not group.pidfile.exists()
+    group.stop()  # idempotent
+
+
+def test_context_manager_stops_on_exception(tmp_path: Path) -> None:
+    with (
+        pytest.raises(RuntimeError),
+        procs.ProcessGroup.start(["sleep", "300"], kind="t", runtime_dir=tmp_path) as g,
+    ):
+        pgid = g.pgid
+        raise RuntimeError("stage failed")
+    assert procs.group_members(pgid) == []
+
+
+def test_leader_dying_before_ready_raises_with_its_log(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", "import sys; print('bad flag --x'); sys.exit(3)"]
+    group = procs.ProcessGroup.start(argv, kind="t", runtime_dir=tmp_path, what="demo server")
+    with pytest.raises(
+        ProcessError, match=r"demo server exited with code 3 before it was ready(?s:.*)bad flag --x"
+    ):
+        group.wait_ready(lambda: False, timeout_s=20)
+    assert not group.pidfile.exists()
+
+
+def test_readiness_timeout_kills_the_group(tmp_path: Path) -> None:
+    group = procs.ProcessGroup.start(["sleep", "300"], kind="t", runtime_dir=tmp_path, what="slow server")
+    with pytest.raises(ProcessError, match="slow server was not ready after 0s"):
+        group.wait_ready(lambda: False, timeout_s=0.2, interval_s=0.05)
+    assert procs.group_members(group.pgid) == []
+
+
+def test_wait_returns_exit_code_and_kills_leftovers(tmp_path: Path) -> None:
+    script = "import subprocess,sys; subprocess.Popen(['sleep','300']); sys.exit(7)"
+    group = procs.ProcessGroup.start([sys.executable, "-c", script], kind="t", runtime_dir=tmp_path)
+    assert group.wait(timeout_s=30) == 7
+    assert procs.group_members(group.pgid) == []
+
+
+def test_groups_of_a_sigkilled_owner_are_reaped_by_the_next_start(tmp_path: Path) -> None:
+    # The owner is a separate python process that starts a group and is then SIGKILLed: nothing of
+    # its own cleanup runs, so only the pidfile tells the next start what to kill.
+    owner_code = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from rla_core import procs
+        g = procs.ProcessGroup.start(["sleep", "300"], kind="t", runtime_dir=Path({str(tmp_path)!r}))
+        print(g.pgid, flush=True)
+        time.sleep(300)
+    """)
+    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    orphan_pgid = int(owner.stdout.readline())
+    os.kill(owner.pid, signal.SIGKILL)
+    owner.wait()
+    assert procs.group_members(orphan_pgid)  # the orphan outlived its owner
+    with procs.ProcessGroup.start(["sleep", "300"], kind="t", runtime_dir=tmp_path):
+        assert procs.group_members(orphan_pgid) == []
+        assert len(list(tmp_path.glob("t-*.json"))) == 1  # only the live one's pidfile is left
+
+
+def test_a_reused_group_id_is_left_alone(tmp_path: Path) -> None:
+    with procs.ProcessGroup.start(["sleep", "300"], kind="t", runtime_dir=tmp_path) as g:
+        # a record claiming the same group id but another leader start time: not ours to kill
+        assert procs.kill_group(g.pgid, leader_start="0") is False
+        assert procs.group_members(g.pgid) == [g.pgid]
