@@ -7,7 +7,7 @@ every step with the default judge sampling. Prints the policy's success rate (mu
 0 and 1 so that RL has a signal), the judge's step accuracy against TextWorld's ``policy_commands``
 (must be > 0.5) and the wall time of each part. Exits 1 when a target is missed.
 
-Run: ``.venv/bin/python benchmarks/bench_warmstart_textgame.py [--n 8] [--seed 0] [--cached]``
+Run: ``.venv/bin/python benchmarks/bench_warmstart_textgame.py [--n 8] [--seed 0] [--cached] [--preset bench]``
 (~2-3 min on 2 idle cores; tiny models are bootstrapped and trained in a fresh temp cache unless
 ``--cached``; games are cached under ``textgame.game_cache_dir``).
 """
@@ -37,6 +37,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="warm-start and rollout seed")
     parser.add_argument("--override", action="append", default=[], help="config key=value (repeatable)")
     parser.add_argument(
+        "--preset", default=None, help="base preset (e.g. bench; default: the embedded default)"
+    )
+    parser.add_argument(
         "--cached",
         action="store_true",
         help="use models.cache_dir (default: a fresh temp cache, so SFT really runs)",
@@ -50,7 +53,7 @@ def main() -> int:
         if not args.cached:
             # warm_start_models caches tiny-model SFT by content hash: a fresh cache measures the real cost.
             overrides.append(f"models.cache_dir={Path(out) / 'models'}")
-        cfg = load_config(overrides=overrides)
+        cfg = load_config(preset=args.preset, overrides=overrides)
         start = time.perf_counter()
         result = warm_start_models(cfg, out_dir=Path(out) / "warm", seed=args.seed)
         warm_s = time.perf_counter() - start

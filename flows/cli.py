@@ -1,4 +1,4 @@
-"""The ``rla`` command line (design §6): run, resume, status, inspect, eval, export.
+"""The ``rla`` command line (design §6): run, resume, status, inspect, eval, export, study, report.
 
 Errors print one line and exit non-zero; set ``RLA_DEBUG=1`` for the traceback. Heavy imports
 (Prefect, torch, MLflow) happen inside the commands, so ``rla --help`` and ``rla status`` stay fast.
@@ -120,6 +120,20 @@ def resume(
             raise ConfigError(
                 "--from-stage and --iteration go together (e.g. --from-stage judge --iteration 2)"
             )
+        if from_stage is None:
+            from flows.status import pending_stages
+
+            with store.lock(run_id):  # a run another process works on is its business: fail fast, naming it
+                pending = pending_stages(store, cfg, run_id)
+            if not pending:
+                out.print(
+                    f"nothing to do: every stage of the {cfg.iterations} iterations of run {run_id} is done "
+                    f"(answered from the manifests under {store.run_location(run_id)}; `rla status {run_id}` "
+                    "lists them, --iterations N extends the run)",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                return
         if from_stage is not None and iteration is not None:
             with store.lock(run_id):
                 marked = invalidate_from(
@@ -137,41 +151,30 @@ def resume(
 def status(
     run_id: Annotated[str | None, typer.Argument(help="A run id; without it, list the runs.")] = None,
     root: Annotated[str, ROOT_OPTION] = "runs",
+    full: Annotated[
+        bool, typer.Option("--full", help="Also list every metric with its full name and value.")
+    ] = False,
 ) -> None:
-    """Runs, iterations, stage states, durations, and where artifacts and metrics are."""
+    """Runs; or one run's stages in pipeline order with headline metrics, the running stage and its progress."""
 
     def body() -> None:
-        from flows.runs import load_run_config, run_status
+        from flows.status import run_table, runs_table, where_looked
         from rla_core.errors import RunNotFoundError
 
         store = _store(root)
         runs = store.list_runs()
         if run_id is None:
-            table = Table("run", "setting", "iterations", "stages done", "config hash")
-            for rid in runs:
-                cfg = load_run_config(store, rid)
-                done = sum(s.state == "done" for s in run_status(store, rid))
-                table.add_row(rid, str(cfg.setting), str(cfg.iterations), str(done), cfg.config_hash()[:12])
-            out.print(table if runs else f"no runs under '{root}'")
+            out.print(runs_table(store, root) if runs else f"no runs under {where_looked(root)}; pass --root "
+                      "<artifact_root of the run> (the run printed it as artifacts=… when it started)")  # fmt: skip
             return
         if run_id not in runs:
             raise RunNotFoundError(
-                f"no run '{run_id}' under '{root}'; `rla status --root {root}` lists the runs"
+                f"no run '{run_id}' under {where_looked(root)}; `rla status --root ROOT` lists the runs"
             )
-        cfg = load_run_config(store, run_id)
-        out.print(
-            f"run {run_id}: {store.run_location(run_id)}  mlflow: {cfg.tracking.mlflow_uri}", highlight=False
-        )
-        table = Table("iter", "stage", "state", "attempt", "seconds", "key metrics")
-        for s in run_status(store, run_id):
-            shown = ", ".join(
-                f"{k}={v:.3g}" for k, v in sorted(s.metrics.items()) if not k.startswith("timing_s/")
-            )[:90]
-            table.add_row(
-                str(s.iteration), s.stage, s.state, str(s.attempt or "-"),
-                f"{s.seconds:.1f}" if s.seconds is not None else "-", shown,
-            )  # fmt: skip
-        out.print(table)
+        header, table = run_table(store, run_id, full=full)
+        out.print(header, highlight=False, soft_wrap=True)
+        # Never cut a stage name or a number to fit a narrow (or unknown: a pipe) terminal.
+        Console(width=max(out.width, 130 if not full else 170), file=out.file).print(table)
 
     _guard(body)
 
@@ -181,24 +184,51 @@ def inspect(
     run_id: Annotated[str, typer.Argument(help="The run.")],
     iteration: Annotated[int, typer.Option(help="Iteration number.")],
     artifact: Annotated[str, typer.Option(help="Artifact name (rollouts, judgments, policy_samples, …).")],
-    limit: Annotated[int, typer.Option(help="Rows to print.")] = 20,
+    columns: Annotated[str | None, typer.Option(help="Comma-separated columns to show, in order.")] = None,
+    where: Annotated[
+        list[str] | None, typer.Option(help="Row filter COLUMN OP VALUE (== != >= <= > < ~); repeatable.")
+    ] = None,
+    head: Annotated[int, typer.Option("--head", "--limit", help="Rows to print (0: all).")] = 20,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="auto (table if it fits, else one block per row), table, records, csv, json."
+        ),
+    ] = "auto",
+    width: Annotated[int, typer.Option(help="Characters shown per text cell (table/records).")] = 60,
     root: Annotated[str, ROOT_OPTION] = "runs",
 ) -> None:
-    """Print an artifact of one iteration as a table."""
+    """Print an artifact of one iteration: pick columns and rows; CSV/JSON for piping."""
 
     def body() -> None:
-        import polars as pl
-
+        from flows.inspect_cmd import OutputFormat, apply_filters, render, select_columns
         from flows.runs import find_frame
+        from rla_core.errors import ConfigError
         from rla_core.schemas import get_schema
 
+        try:
+            output = OutputFormat(fmt)
+        except ValueError:
+            raise ConfigError(
+                f"--format {fmt}: choose one of {', '.join(f.value for f in OutputFormat)}"
+            ) from None
         get_schema(artifact)
         store = _store(root)
         stage = find_frame(store, run_id, iteration, artifact)
         df = store.read_frame(run_id, iteration, stage, artifact)
-        out.print(f"{artifact} of iteration {iteration} (stage {stage}): {df.height} rows", highlight=False)
-        with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=48, tbl_width_chars=200):
-            out.print(str(df.head(limit)), highlight=False)
+        total = df.height
+        df = select_columns(apply_filters(df, list(where or ())), columns)
+        matched = df.height
+        if head > 0:
+            df = df.head(head)
+        if output in (OutputFormat.CSV, OutputFormat.JSON):
+            sys.stdout.write(render(df, output, width=width))
+            return
+        out.print(
+            f"{artifact} of iteration {iteration} (stage {stage}): {total} rows, {matched} match, showing {df.height}",
+            highlight=False,
+        )
+        out.print(render(df, output, width=width), highlight=False, markup=False, soft_wrap=True)
 
     _guard(body)
 
@@ -210,24 +240,58 @@ def eval_(
         int | None, typer.Option(help="Iteration whose policy to evaluate (default: latest).")
     ] = None,
     tasks_file: Annotated[Path | None, typer.Option("--tasks", help="JSONL of held-out task specs.")] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="Episode seed (default: the run's evaluate-stage seed for that iteration)."),
+    ] = None,
+    save: Annotated[
+        bool, typer.Option("--save", help="Save the episodes under the run's evals/ area.")
+    ] = False,
     root: Annotated[str, ROOT_OPTION] = "runs",
 ) -> None:
-    """Evaluate a policy checkpoint of a run on held-out tasks."""
+    """Evaluate a policy checkpoint of a run on held-out tasks, with a per-task breakdown."""
 
     def body() -> None:
-        from flows.runs import latest_checkpoint_stage, load_run_config
-        from tasks.evaluate import evaluate_checkpoint
+        from flows.evals import evaluate_run, own_evaluation, save_eval
+        from rla_core.errors import RunNotFoundError
 
         store = _store(root)
-        cfg = load_run_config(store, run_id)
-        it, stage = latest_checkpoint_stage(store, run_id, "policy", checkpoint)
-        local = Path(cfg.models.cache_dir).parent / "export" / run_id / f"iter-{it}"
-        policy_dir = store.get_dir(run_id, it, stage, "policy", local / "policy")
-        df = evaluate_checkpoint(cfg, policy_dir, tasks_file=tasks_file, iteration=it)
-        success = float((df["outcome"] > 0).mean() or 0.0) if df.height else float("nan")
+        if run_id not in store.list_runs():
+            raise RunNotFoundError(
+                f"no run '{run_id}' under '{root}'; `rla status --root {root}` lists the runs"
+            )
+        result = evaluate_run(store, run_id, checkpoint=checkpoint, tasks_file=tasks_file, seed=seed)
+        how = "the evaluate stage's seed for this iteration" if result.stage_seed else "given with --seed"
+        success = result.metrics.get("policy/eval_success_rate", float("nan"))
         out.print(
-            f"policy of iteration {it}: {df.height} episodes, success rate {success:.3f}", highlight=False
+            f"policy of iteration {result.iteration}: {result.frame.height} episodes, success rate {success:.3f}, "
+            f"seed {result.seed} ({how}); checkpoint of stage {result.stage}",
+            highlight=False,
+            soft_wrap=True,
         )
+        table = Table("task", "episodes", "success", "mean steps")
+        for row in result.by_task.iter_rows(named=True):
+            table.add_row(
+                row["task_id"], str(row["episodes"]),
+                "-" if row["success_rate"] is None else f"{row['success_rate']:.3f}",
+                "-" if row["mean_steps"] is None else f"{row['mean_steps']:.2f}",
+            )  # fmt: skip
+        out.print(table)
+        own = own_evaluation(store, run_id, result.iteration)
+        if own is not None:
+            same = result.stage_seed and tasks_file is None
+            out.print(
+                f"the run's own evaluation of iteration {result.iteration}: success rate {own:.3f}"
+                + (" (same seed and tasks)" if same else " (other seed or tasks: expect a different number)"),
+                highlight=False,
+                soft_wrap=True,
+            )
+        if save:
+            out.print(
+                f"saved: {save_eval(store, run_id, result, tasks_file=tasks_file)}",
+                highlight=False,
+                soft_wrap=True,
+            )
 
     _guard(body)
 
@@ -251,6 +315,9 @@ def export(
             from rla_core.errors import RunNotFoundError
 
             raise RunNotFoundError(f"no run '{run_id}' under '{root}'")
+        from flows.model_card import Exported, model_card
+
+        exported = []
         for role in ("policy", "reward"):
             it, stage = latest_checkpoint_stage(store, run_id, role, iteration)
             target = to / role
@@ -259,7 +326,99 @@ def export(
 
                 raise ArtifactError(f"'{target}' exists and is not empty; choose an empty --to directory")
             store.get_dir(run_id, it, stage, role, target)
+            exported.append(Exported(role, it, stage, str(target.resolve())))
             out.print(f"{role}: iteration {it} ({stage}) → {target}", highlight=False)
+        card = to / "README.md"
+        card.write_text(model_card(store, run_id, exported), encoding="utf-8")
+        out.print(f"model card (source, config hash, prompt format): {card}", highlight=False)
+
+    _guard(body)
+
+
+@app.command()
+def study(
+    study_id: Annotated[str, typer.Argument(help="Study id; its runs are <study>-<arm>-s<seed>.")],
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML base config.")] = None,
+    preset: Annotated[str | None, typer.Option(help="Base preset of a new study (default: bench).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a base-config key.")] = None,
+    arms: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated arms: outcome-only, policy, reward, full, stepwise-only."),
+    ] = None,
+    seeds: Annotated[str | None, typer.Option(help="A count (3) or a list (1,2,3) of seeds.")] = None,
+    root: Annotated[str | None, typer.Option("--root", help="Artifact root (default: the config's).")] = None,
+) -> None:
+    """Run (or continue) an ablation study: arms × seeds, each an ordinary resumable run."""
+
+    def body() -> None:
+        from flows.study import open_study, parse_arms, parse_seeds, read_study, run_study
+
+        overrides = [*(set_ or ()), *([f"artifact_root={root}"] if root else [])]
+        given = config is not None or preset is not None or bool(set_)
+        store = _store(
+            root or load_config(config, preset=preset or "bench", overrides=overrides).artifact_root
+        )
+        base = None
+        if given or read_study(store, study_id) is None:
+            base = load_config(config, preset=preset or "bench", overrides=overrides)
+        spec = open_study(
+            store, study_id, base=base, arms=parse_arms(arms) if arms else None,
+            seeds=parse_seeds(seeds) if seeds else None,
+        )  # fmt: skip
+        summary = run_study(store, spec, say=_say)
+        out.print(summary.markdown(), highlight=False, soft_wrap=True)
+
+    _guard(body)
+
+
+@app.command()
+def report(
+    run_id: Annotated[str | None, typer.Argument(help="The run to report on.")] = None,
+    study_id: Annotated[str | None, typer.Option("--study", help="Report on a study instead.")] = None,
+    to: Annotated[
+        Path | None, typer.Option("--out", help="HTML file (default: <root>/<id>/report.html).")
+    ] = None,
+    mlflow: Annotated[bool, typer.Option(help="Also log the HTML and figures to MLflow.")] = True,
+    png_dir: Annotated[
+        Path | None, typer.Option("--png-dir", help="Also save a PNG per figure (headless Chromium).")
+    ] = None,
+    root: Annotated[str, ROOT_OPTION] = "runs",
+) -> None:
+    """One self-contained HTML report of a run or a study (learning curves, RM accuracy, update health)."""
+
+    def body() -> None:
+        from flows.report import build_report, log_report, write_report
+        from flows.runs import load_run_config
+        from flows.study import require_study
+
+        store = _store(root)
+        owner, rep = build_report(store, run_id=run_id, study_id=study_id)
+        where = write_report(store, owner, rep, to)
+        for note in rep.missing:
+            console.print(f"[yellow]missing:[/] {note}", highlight=False, soft_wrap=True)
+        if mlflow:
+            from rla_core.config import build_config, upgrade_stored_config
+
+            cfg = (
+                load_run_config(store, owner)
+                if study_id is None
+                else build_config(upgrade_stored_config(require_study(store, owner).base))
+            )
+            mlflow_id = log_report(
+                cfg.tracking.mlflow_uri, cfg.tracking.experiment, owner, rep,
+                kind="study" if study_id is not None else "run",
+            )  # fmt: skip
+            console.print(f"logged to MLflow run {mlflow_id} ({cfg.tracking.mlflow_uri})", highlight=False)
+        if png_dir is not None:
+            from flows.report import browse
+
+            local = to or png_dir / "report.html"
+            if to is None:
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_text(rep.html(), encoding="utf-8")
+            browse(local, png_dir)
+            console.print(f"figures as PNG: {png_dir}", highlight=False)
+        out.print(f"report: {where}", highlight=False)
 
     _guard(body)
 

@@ -7,6 +7,8 @@ One iteration is one RL step (spec §1):
              → adapt (critic feedback → harder/easier variants, pending for the next step)
              → train_policy → train_reward → evaluate (every k iterations and after the last)
 
+Iteration 0 seeds the task registry, bootstraps the models and evaluates the warm-started policy.
+
 Ablation switches (paper Table 1 rows, Fig. 1): ``reward.use_outcome`` / ``reward.use_stepwise``
 (in the label stage), ``training.reward.enabled=false`` (frozen reward model) and
 ``adaptation.enabled=false`` (static environment).
@@ -18,7 +20,8 @@ from dataclasses import dataclass
 
 from prefect import flow
 
-from rla_core.config import RunConfig, Setting
+from rla_core.config import RunConfig
+from rla_core.settings import signal_stages
 from tasks.adapt import adapt
 from tasks.bootstrap import bootstrap
 from tasks.evaluate import evaluate
@@ -31,23 +34,6 @@ from tasks.stage import RunContext, StageRef
 from tasks.train_policy import train_policy
 from tasks.train_reward import train_reward
 from tasks.write_tests import write_tests
-
-# Stage order within an iteration, per setting: what `rla resume --from-stage` invalidates downstream.
-STAGE_ORDER: dict[Setting, tuple[str, ...]] = {
-    Setting.TEXTGAME: ("rollout", "judge", "label", "adapt", "train_policy", "train_reward", "evaluate"),
-    Setting.CODING: (
-        "rollout",
-        "write_tests",
-        "execute",
-        "label",
-        "adapt",
-        "train_policy",
-        "train_reward",
-        "evaluate",
-    ),
-    Setting.GUI: ("rollout", "judge", "label", "adapt", "train_policy", "train_reward", "evaluate"),
-}
-SETUP_STAGES: tuple[str, ...] = ("seed_tasks", "bootstrap")
 
 
 @dataclass(frozen=True)
@@ -72,13 +58,13 @@ def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopSta
     # 1. Policy rollouts on sampled active tasks plus last step's pending variants.
     rollouts = rollout(run, iteration, tasks=state.tasks, policy=state.policy)
     # 2. Reward-model signals: step judgments (text games, GUI) or written unit tests run in the sandbox.
-    if cfg.setting is Setting.CODING:
+    if signal_stages(cfg.setting) == ("write_tests", "execute"):
         unit_tests = write_tests(
             run, iteration, rollouts=rollouts, tasks=state.tasks, reward_model=state.reward_model
         )
         executions = execute(run, iteration, rollouts=rollouts, unit_tests=unit_tests, tasks=state.tasks)
         signals = {"unit_tests": unit_tests, "executions": executions}
-    else:
+    else:  # ("judge",)
         signals = {"judgments": judge(run, iteration, rollouts=rollouts, reward_model=state.reward_model)}
     # 3. Labels: integrated policy rewards, reward-model consistency rewards, pending-task decisions.
     labels = label(run, iteration, rollouts=rollouts, tasks=state.tasks, **signals)
@@ -103,9 +89,11 @@ def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopSta
 
 @flow(name="rlanything", flow_run_name="{run.run_id}")
 def training_loop(run: RunContext) -> LoopState:
-    """Seed the task registry, bootstrap and warm-start the models, then run the iterations."""
+    """Seed the task registry, bootstrap and warm-start the models, evaluate them ("Before"), then iterate."""
     tasks = seed_tasks(run, 0)
     models = bootstrap(run, 0)
+    # Iteration 0's evaluation is the warm-started policy: the baseline every learning curve starts from.
+    evaluate(run, 0, policy=models)
     state = LoopState(policy=models, reward_model=models, tasks=tasks, models=models)
     for iteration in range(1, run.config.iterations + 1):
         state = iteration_flow(run, iteration, state)

@@ -9,17 +9,32 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rla_core.config import RunConfig, Setting, build_config, upgrade_stored_config
 from rla_core.errors import ConfigError, RunNotFoundError
+from rla_core.settings import ITERATION_ZERO_STAGES, iteration_stages, stage_order
 from rla_core.store import ArtifactStore
-from rla_core.store.manifest import Manifest
 
 # Keys a run can never change once it has started: they change what the run *is*.
 IMMUTABLE_KEYS = ("setting", "seed", "artifact_root")
+
+
+def resolve_mlflow_uri(uri: str) -> str:
+    """A tracking URI an operator can find from anywhere: relative sqlite/file paths made absolute.
+
+    ``sqlite:///mlflow.db`` → ``sqlite:////abs/cwd/mlflow.db``; servers (http, databricks) unchanged.
+    """
+    for scheme in ("sqlite:///", "file://"):
+        if uri.startswith(scheme):
+            path = uri[len(scheme) :]
+            if path and not path.startswith("/"):
+                return scheme + str(Path(path).expanduser().resolve())
+            return uri
+    if "://" not in uri and uri:
+        return str(Path(uri).expanduser().resolve())
+    return uri
 
 
 def new_run_id() -> str:
@@ -100,14 +115,18 @@ def invalidate_from(
     store: ArtifactStore, run_id: str, *, setting: Setting, iteration: int, stage: str
 ) -> list[str]:
     """Force ``stage`` of ``iteration`` and everything downstream of it to re-run (new attempts)."""
-    from flows.loop import SETUP_STAGES, STAGE_ORDER
-
-    order = STAGE_ORDER[setting]
+    order = stage_order(setting)
     if iteration == 0:
-        if stage not in SETUP_STAGES:
-            raise ConfigError(f"iteration 0 has only the stages {', '.join(SETUP_STAGES)}; got '{stage}'")
+        if stage not in ITERATION_ZERO_STAGES:
+            raise ConfigError(
+                f"iteration 0 has only the stages {', '.join(ITERATION_ZERO_STAGES)}; got '{stage}'"
+            )
         first_iter, first_idx = 1, 0
-        marked = [f"0/{stage}"] if store.invalidate(run_id, 0, stage) is not None else []
+        marked = [
+            f"0/{name}"
+            for name in ITERATION_ZERO_STAGES[ITERATION_ZERO_STAGES.index(stage) :]
+            if store.invalidate(run_id, 0, name) is not None
+        ]
     else:
         if stage not in order:
             raise ConfigError(
@@ -124,39 +143,6 @@ def invalidate_from(
     return marked
 
 
-@dataclass(frozen=True)
-class StageStatus:
-    iteration: int
-    stage: str
-    state: str  # done | invalidated-or-incomplete
-    attempt: int | None
-    seconds: float | None
-    metrics: dict[str, float]
-
-
-def run_status(store: ArtifactStore, run_id: str) -> list[StageStatus]:
-    """Every stage of every iteration of a run, with its attempt in use and wall time."""
-    out: list[StageStatus] = []
-    for it in store.list_iterations(run_id):
-        for name in store.list_stages(run_id, it):
-            manifest: Manifest | None = store.manifest(run_id, it, name)
-            if manifest is None:
-                out.append(StageStatus(it, name, "not done", None, None, {}))
-            else:
-                secs = manifest.extra.get("stage_compute_s")
-                out.append(
-                    StageStatus(
-                        it,
-                        name,
-                        "done",
-                        manifest.attempt,
-                        float(secs) if secs is not None else None,
-                        dict(manifest.extra.get("metrics", {})),
-                    )
-                )
-    return out
-
-
 def find_frame(store: ArtifactStore, run_id: str, iteration: int, name: str) -> str:
     """The stage of ``iteration`` whose attempt in use holds frame ``name`` (the last one wins)."""
     if run_id not in store.list_runs():
@@ -170,9 +156,7 @@ def find_frame(store: ArtifactStore, run_id: str, iteration: int, name: str) -> 
         raise ConfigError(
             f"iteration {iteration} of run '{run_id}' has no artifact '{name}' (is the iteration finished?)"
         )
-    from flows.loop import SETUP_STAGES, STAGE_ORDER
-
-    order = [*SETUP_STAGES, *STAGE_ORDER[load_run_config(store, run_id).setting]]
+    order = iteration_stages(load_run_config(store, run_id).setting, iteration)
     return max(found, key=lambda s: order.index(s) if s in order else -1)
 
 
@@ -201,11 +185,14 @@ def execute_run(
     Nothing is written before the MLflow URI and the config change have been checked.
     """
     from flows.loop import training_loop
+    from flows.status import resolve_root
     from tasks import tracking
     from tasks.stage import RunContext
 
-    tracking.check_reachable(cfg.tracking.mlflow_uri)
+    mlflow_uri = resolve_mlflow_uri(cfg.tracking.mlflow_uri)
+    tracking.check_reachable(mlflow_uri)
     store = ArtifactStore(cfg.artifact_root)
+    location = resolve_root(store.run_location(run_id))
     if existing:
         info = store.read_run_info(run_id)
         check_config_change(run_id, info.config, cfg, reconfigure=reconfigure)
@@ -216,20 +203,23 @@ def execute_run(
             config_hash=cfg.config_hash(),
             code_version=package_code_version(),
         )
+        # MLflow refuses to change a logged param, so the iteration count of an extended run is a tag.
         tracker = tracking.start_or_resume(
-            uri=cfg.tracking.mlflow_uri,
+            uri=mlflow_uri,
             experiment=cfg.tracking.experiment,
             run_id=run_id,
             params=cfg.model_dump(mode="json"),
             tags={
                 "rla.config_hash": cfg.config_hash(),
-                "rla.artifact_uri": store.run_location(run_id),
+                "rla.artifact_uri": location,
+                "rla.mlflow_uri": mlflow_uri,
+                "rla.iterations": str(cfg.iterations),
                 "rla.setting": str(cfg.setting),
             },
         )
         say(
             f"run {run_id}: setting={cfg.setting} iterations={cfg.iterations} "
-            f"artifacts={store.run_location(run_id)} mlflow={cfg.tracking.mlflow_uri} ({tracker.mlflow_run_id})"
+            f"artifacts={location} mlflow={mlflow_uri} (MLflow run {tracker.mlflow_run_id})"
         )
         try:
             training_loop(RunContext(run_id=run_id, config=cfg, tracker=tracker))

@@ -34,7 +34,7 @@ class Setting(StrEnum):
 
 
 class Backend(StrEnum):
-    """Generation backend. ``auto`` picks vLLM when an endpoint is configured and reachable."""
+    """Generation backend. ``auto`` picks vLLM when its interpreter exists and a CUDA GPU is visible."""
 
     AUTO = "auto"
     TRANSFORMERS = "transformers"
@@ -46,6 +46,13 @@ class RewriterKind(StrEnum):
 
     PARAMETRIC = "parametric"
     LLM = "llm"
+
+
+class TextGameEngine(StrEnum):
+    """Which engine plays the text-game setting's tasks (design §1: one setting, several engines)."""
+
+    TEXTWORLD = "textworld"
+    ALFWORLD = "alfworld"
 
 
 class _Section(BaseModel):
@@ -95,6 +102,75 @@ class LoraConfig(_Section):
     )
 
 
+class RoleSizes(_Section):
+    """One size per model role (spec §6: policy TP 4, reward and environment model TP 8)."""
+
+    policy: int = Field(1, ge=1, description="For the policy's server.")
+    reward: int = Field(1, ge=1, description="For the reward model's server.")
+    environment: int = Field(1, ge=1, description="For the environment model's server.")
+
+
+class ServingConfig(_Section):
+    """How a stage turns its input checkpoint into a generator (design §5).
+
+    With the vLLM backend every generating stage starts ``vllm serve`` on exactly its input checkpoint
+    (served under the producing stage's content key and the role), generates, and stops the server when
+    the stage ends. Keys in :data:`SPEED_ONLY_KEYS` change speed, not results, and stay out of stage keys.
+    """
+
+    backend: Backend = Field(
+        Backend.AUTO,
+        description="'transformers' (in process), 'vllm' (a per-stage server), or 'auto': vLLM when "
+        "'interpreter' exists and a CUDA GPU is visible, else transformers.",
+    )
+    dtype: str = Field(
+        "auto",
+        description="Weights dtype of the vLLM server: 'auto' (the checkpoint's), 'float32', 'bfloat16', 'float16'.",
+    )
+    chat_template: bool = Field(
+        False,
+        description="Render prompts in the tokenizer's chat markup (one user turn) when it has a chat "
+        "template; the recorded prompt is the marked-up text the model saw.",
+    )
+    extra_args: tuple[str, ...] = Field(
+        (), description="Extra `vllm serve` arguments (e.g. ['--max-model-len', '8192'])."
+    )
+    interpreter: str = Field(
+        ".venv-vllm/bin/python",
+        description="Python of the environment that has vLLM (relative paths from the working directory).",
+    )
+    tensor_parallel: RoleSizes = Field(
+        default_factory=lambda: RoleSizes(), description="vLLM tensor-parallel size per role."
+    )
+    max_in_flight: int = Field(64, ge=1, description="Concurrent requests per vLLM server at most.")
+    startup_timeout_s: float = Field(900.0, gt=0.0, description="How long a vLLM server may take to load.")
+
+    @model_validator(mode="after")
+    def _known_dtype(self) -> Self:
+        if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
+            raise ValueError(
+                f"models.serving.dtype={self.dtype!r}: use 'auto', 'float32', 'bfloat16' or 'float16'"
+            )
+        return self
+
+
+# Serving keys that change how fast generation runs, never what it produces: left out of stage keys
+# (RunConfig.section_hash), so moving a run to more GPUs or another machine keeps its cached stages.
+SPEED_ONLY_KEYS: tuple[str, ...] = (
+    "models.serving.interpreter",
+    "models.serving.tensor_parallel",
+    "models.serving.max_in_flight",
+    "models.serving.startup_timeout_s",
+    # Where updates run (issue 12): same objective, row order and effective batch on every placement;
+    # only float reduction order differs (2 CPU processes match 1 to ~1e-6), like tensor_parallel above.
+    # training.dtype is NOT here: bf16/fp16 autocast changes the numbers materially.
+    "training.device",
+    "training.processes",
+    "training.strategy",
+    "training.worker_timeout_s",
+)
+
+
 class ModelsConfig(_Section):
     """Which models play policy, reward model and environment model, and how they generate."""
 
@@ -107,11 +183,10 @@ class ModelsConfig(_Section):
         None,
         description="Environment model (task rewriter / failure summaries); None uses the parametric rewriter.",
     )
-    backend: Backend = Field(Backend.AUTO, description="Generation backend (design §5).")
-    vllm_base_url: str | None = Field(
-        None, description="OpenAI-compatible vLLM endpoint, e.g. http://127.0.0.1:8000/v1."
+    serving: ServingConfig = Field(
+        default_factory=lambda: ServingConfig(),
+        description="How checkpoints generate: backend, per-stage vLLM servers, chat markup (design §5).",
     )
-    vllm_tensor_parallel: int = Field(1, ge=1, description="Tensor parallel size for in-process vLLM.")
     device: str = Field("auto", description="'auto', 'cpu' or 'cuda[:N]' for the transformers backend.")
     generation_batch_size: int = Field(32, ge=1, description="Prompts per transformers generate call.")
     history_turns: int = Field(
@@ -119,6 +194,19 @@ class ModelsConfig(_Section):
     )
     warm_start: bool = Field(True, description="SFT tiny models on expert demonstrations before iteration 1.")
     warm_start_epochs: int = Field(20, ge=0, description="Passes over the warm-start demonstrations.")
+    reward_warm_start_epochs: int | None = Field(
+        None, ge=0, description="Passes over the judge's demonstrations; None uses warm_start_epochs."
+    )
+    warm_start_seed: int | None = Field(
+        None,
+        description="Seed of the warm start; None derives it from the run seed. A fixed one shares it across seeds.",
+    )
+    reward_label_noise: float = Field(
+        0.0,
+        ge=0.0,
+        le=0.5,
+        description="Share of the judge's warm-start step labels flipped (seeded): a weak judge (benchmarks).",
+    )
     cache_dir: str = Field(".cache/models", description="Where bootstrapped tiny models are cached.")
     lora: LoraConfig = Field(default_factory=LoraConfig)
 
@@ -182,8 +270,12 @@ class CodingConfig(_Section):
 
 
 class TextGameConfig(_Section):
-    """Text-game setting (TextWorld) task sets."""
+    """Text-game setting task sets and engine (TextWorld games, or ALFWorld-style household games)."""
 
+    engine: TextGameEngine = Field(
+        TextGameEngine.TEXTWORLD,
+        description="textworld: generated TextWorld games; alfworld: ALFRED-domain games (rla_core/envs/alfworld).",
+    )
     tasks: str = Field("data/textworld/train.jsonl", description="Seed training task specs (JSONL).")
     eval_tasks: str = Field("data/textworld/eval.jsonl", description="Held-out evaluation task specs.")
     game_cache_dir: str = Field(".cache/games", description="Compiled games, cached by spec hash.")
@@ -245,6 +337,9 @@ class TrainConfig(_Section):
     max_gen_len: int = Field(2048, ge=1, description="Responses are right-truncated to this (counted).")
     grad_clip: float = Field(1.0, gt=0.0, description="Gradient norm clip.")
     micro_batch_size: int = Field(8, ge=1, description="Rows per forward pass (memory knob only).")
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute activations in backward (memory knob; spec §4: RM in AlfWorld)."
+    )
 
     @model_validator(mode="after")
     def _betas(self) -> Self:
@@ -253,12 +348,45 @@ class TrainConfig(_Section):
         return self
 
 
+class TrainDtype(StrEnum):
+    """Autocast dtype of training forward/backward passes. Weights and AdamW state stay fp32 always."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+
+
+class TrainStrategy(StrEnum):
+    """How multi-process updates shard the model: ``infra/accelerate/<strategy>.yaml``."""
+
+    DDP = "ddp"
+    FSDP = "fsdp"
+    DEEPSPEED = "deepspeed"
+
+
 class TrainingConfig(_Section):
-    """Policy and reward-model updates."""
+    """Policy and reward-model updates, and where they run (weights and AdamW state always fp32)."""
 
     policy: TrainConfig = Field(default_factory=lambda: TrainConfig(lr=1e-4))
     reward: TrainConfig = Field(default_factory=lambda: TrainConfig(lr=1e-4))
     sft_lr: float = Field(3e-3, gt=0.0, lt=1.0, description="Learning rate of warm-start SFT.")
+    device: str = Field(
+        "auto",
+        pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+        description="'auto' (cuda if available), 'cpu', 'cuda[:N]'.",
+    )
+    dtype: TrainDtype = Field(
+        TrainDtype.FP32, description="Autocast dtype (bf16/fp16 on GPU); weights and optimizer stay fp32."
+    )
+    processes: int = Field(
+        1, ge=1, description="Worker processes; > 1 (or strategy != ddp) launches `accelerate launch`."
+    )
+    strategy: TrainStrategy = Field(
+        TrainStrategy.DDP, description="ddp | fsdp | deepspeed: config file infra/accelerate/<strategy>.yaml."
+    )
+    worker_timeout_s: float = Field(
+        86400.0, gt=0.0, description="A launched update running longer is killed and the stage fails."
+    )
 
 
 class EvalConfig(_Section):
@@ -336,8 +464,17 @@ class RunConfig(_Section):
         return hash_jsonable(self.model_dump(mode="json"))
 
     def section_hash(self, *names: str) -> str:
-        """Stable hash of a stage's slice of the config: top-level sections or dotted keys (``training.sft_lr``)."""
+        """Stable hash of a stage's slice of the config: top-level sections or dotted keys (``training.sft_lr``).
+
+        :data:`SPEED_ONLY_KEYS` never count: they change speed, not results.
+        """
         dumped: Any = self.model_dump(mode="json")
+        for dotted in SPEED_ONLY_KEYS:
+            *parents, leaf = dotted.split(".")
+            parent = dumped
+            for part in parents:
+                parent = parent[part]
+            del parent[leaf]
         picked: dict[str, Any] = {}
         for name in names:
             node = dumped
@@ -357,7 +494,9 @@ _SETTING_DEFAULTS: dict[Setting, dict[str, Any]] = {
         "adaptation": {"low_inclusive": True},
     },
     Setting.CODING: {
-        "reward": {"policy_acc_band": {"low": 0.2, "high": 0.8}, "rm_acc_band": {"low": 0.0, "high": 1.0}},
+        # RM data uses the policy's pass-all band too: the reference's policy-filter `continue` skips the
+        # task's RM block (spec §2.4, corrected; issue 10).
+        "reward": {"policy_acc_band": {"low": 0.2, "high": 0.8}, "rm_acc_band": {"low": 0.2, "high": 0.8}},
         # Problems are rewritten by an environment model (spec §3.1); on a laptop a tiny local one.
         "adaptation": {"low_inclusive": False, "rewriter": "llm"},
         "models": {"environment": "tiny:environment"},
@@ -369,7 +508,17 @@ _SETTING_DEFAULTS: dict[Setting, dict[str, Any]] = {
     },
 }
 
-PRESETS: tuple[str, ...] = ("default", "coding", "gui", "paper-textgame", "paper-coding", "paper-gui", "test")
+PRESETS: tuple[str, ...] = (
+    "default",
+    "coding",
+    "gui",
+    "alfworld",
+    "bench",
+    "paper-textgame",
+    "paper-coding",
+    "paper-gui",
+    "test",
+)
 
 
 def hash_jsonable(value: Any) -> str:
@@ -439,12 +588,30 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 # Keys that earlier versions wrote into run.json and that no longer exist. A stored config drops them
 # when read back, so runs started before an upgrade can still be resumed; a new config naming them fails.
-RETIRED_KEYS: tuple[str, ...] = ("training.keep_checkpoints",)
+RETIRED_KEYS: tuple[str, ...] = (
+    "training.keep_checkpoints",
+    "models.vllm_base_url",  # one shared server cannot serve each stage's own checkpoint (issue 11)
+    "models.vllm_tensor_parallel",  # now models.serving.tensor_parallel, per role
+)
+# Keys that moved: a stored config's value is carried to the new place (unless that is set already).
+MOVED_KEYS: dict[str, str] = {"models.backend": "models.serving.backend"}
 
 
 def upgrade_stored_config(data: dict[str, Any]) -> dict[str, Any]:
-    """A stored run config with :data:`RETIRED_KEYS` removed (a deep copy; the input is not changed)."""
+    """A stored run config with :data:`MOVED_KEYS` moved and :data:`RETIRED_KEYS` removed (a deep copy)."""
     out = json.loads(json.dumps(data))
+    for old, new in MOVED_KEYS.items():
+        *old_parents, old_leaf = old.split(".")
+        node = out
+        for part in old_parents:
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict) and old_leaf in node:
+            value = node.pop(old_leaf)
+            *new_parents, new_leaf = new.split(".")
+            target = out
+            for part in new_parents:
+                target = target.setdefault(part, {})
+            target.setdefault(new_leaf, value)
     for dotted in RETIRED_KEYS:
         *parents, leaf = dotted.split(".")
         node = out
@@ -511,6 +678,8 @@ def _reference_rows(model: type[BaseModel], values: dict[str, Any], prefix: str)
         key = f"{prefix}{name}"
         annotation = info.annotation
         description = (info.description or "").replace("|", "\\|").replace("<", "\\<")
+        if key in SPEED_ONLY_KEYS:
+            description += " *Speed only: not part of stage keys.*"
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             if description:
                 rows.append(f"| `{key}` | section | | {description} |")

@@ -217,6 +217,19 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "invalid_actions": I64,
             },
         ),
+        _schema(
+            "study",
+            "An ablation study (`rla study`): every metric of every run, one row per run, iteration and metric.",
+            {
+                "study": Str,
+                "arm": Str,
+                "seed": I64,
+                "run_id": Str,
+                "iteration": I64,
+                "metric": Str,
+                "value": F64,
+            },
+        ),
     ]
 }
 

@@ -7,6 +7,7 @@ import contextlib
 import polars as pl
 
 from rla_core.algo.curriculum import register_chosen, rewrite_targets
+from rla_core.algo.labels import task_accuracy
 from rla_core.algo.registry import TaskRegistry
 from rla_core.settings import adapter_for
 from tasks.stage import StageContext, StageRef, signal_frames, stage
@@ -14,9 +15,8 @@ from tasks.stage import StageContext, StageRef, signal_frames, stage
 
 @stage(
     "adapt",
-    config=("setting", "adaptation", "models.environment", "models.backend", "models.vllm_base_url",
-            "rollout.max_steps", "textgame.game_cache_dir", "coding", "gui"),
-    uses=("rla_core.algo", "rla_core.settings", "rla_core.envs", "rla_core.coding"),
+    config=("setting", "adaptation", "models.environment", "models.serving",
+            "rollout.max_steps", "textgame.game_cache_dir", "textgame.engine", "coding", "gui"),
 )  # fmt: skip
 def adapt(
     ctx: StageContext,
@@ -35,7 +35,9 @@ def adapt(
         ctx, rollouts=rollouts, judgments=judgments, unit_tests=unit_tests, executions=executions
     )
     registry = TaskRegistry.from_events(ctx.read(tasks, "tasks"))
-    targets = rewrite_targets(registry, adapter.accuracy(frames), cfg=cfg.adaptation)
+    targets = rewrite_targets(
+        registry, task_accuracy(frames["rollouts"]), cfg=cfg.adaptation, iteration=ctx.iteration
+    )
     with contextlib.ExitStack() as stack:
         env_model = (
             stack.enter_context(ctx.generator(models, "environment"))

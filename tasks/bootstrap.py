@@ -21,10 +21,10 @@ def _task_files(run: RunContext) -> str:
         "training.sft_lr",
         "threads",
         "textgame.tasks",
+        "textgame.engine",
         "coding.problems",
         "gui.tasks",
     ),
-    uses=("rla_core.models", "rla_core.settings", "rla_core.envs", "rla_core.coding"),
     key_extra=_task_files,
 )
 def bootstrap(ctx: StageContext) -> dict[str, float]:

@@ -8,19 +8,28 @@ import polars as pl
 
 from rla_core.algo.metrics import eval_metrics, eval_rows
 from rla_core.config import RunConfig
+from rla_core.models.serving import served_name
 from rla_core.settings import adapter_for, task_files
 from tasks.stage import RunContext, StageContext, StageRef, file_digest, stage
 
 
 def evaluate_checkpoint(
-    cfg: RunConfig, policy_dir: Path, *, tasks_file: str | Path | None, iteration: int, seed: int = 0
+    cfg: RunConfig,
+    policy_dir: Path,
+    *,
+    tasks_file: str | Path | None,
+    iteration: int,
+    seed: int = 0,
+    served_as: str | None = None,
 ) -> pl.DataFrame:
-    """Play the held-out tasks with a policy checkpoint; artifact 'eval' (one row per episode)."""
+    """Play the held-out tasks with a policy checkpoint; artifact 'eval' (one row per episode).
+
+    ``served_as``: the vLLM served name (a stage passes its input's content key + role)."""
     from rla_core.models.generator import open_generator
 
     adapter = adapter_for(cfg.setting)
     play = adapter.eval_tasks(cfg, tasks_file)
-    generator = open_generator(policy_dir, models=cfg.models)
+    generator = open_generator(policy_dir, models=cfg.models, role="policy", name=served_as)
     try:
         frames = adapter.rollout(
             cfg, play, generator=generator, n=cfg.evaluation.rollouts_per_task, max_steps=cfg.evaluation.max_steps,
@@ -37,14 +46,14 @@ def _eval_files(run: RunContext) -> str:
 
 @stage(
     "evaluate",
-    config=("setting", "evaluation", "models.backend", "models.vllm_base_url", "threads", "textgame", "coding", "gui"),
-    uses=("rla_core.envs", "rla_core.models.generator", "rla_core.algo.metrics", "rla_core.settings"),
+    config=("setting", "evaluation", "models.serving", "models.history_turns", "threads", "textgame", "coding", "gui"),
     key_extra=_eval_files,
 )  # fmt: skip
 def evaluate(ctx: StageContext, *, policy: StageRef) -> dict[str, float]:
     """Write 'eval'."""
     evals = evaluate_checkpoint(
-        ctx.config, ctx.checkpoint(policy, "policy"), tasks_file=None, iteration=ctx.iteration, seed=ctx.seed
-    )
+        ctx.config, ctx.checkpoint(policy, "policy"), tasks_file=None, iteration=ctx.iteration, seed=ctx.seed,
+        served_as=served_name(policy.content_key, "policy"),
+    )  # fmt: skip
     ctx.writer.write_frame("eval", evals)
     return eval_metrics(evals)

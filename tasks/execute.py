@@ -9,7 +9,6 @@ from tasks.stage import StageContext, StageRef, stage
 @stage(
     "execute",
     config=("coding",),
-    uses=("rla_core.coding", "rla_core.sandbox", "rla_core.settings.coding"),
 )
 def execute(
     ctx: StageContext, *, rollouts: StageRef, unit_tests: StageRef, tasks: StageRef

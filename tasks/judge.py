@@ -10,8 +10,7 @@ from tasks.stage import StageContext, StageRef, stage
 
 @stage(
     "judge",
-    config=("setting", "judge", "models.backend", "models.vllm_base_url", "threads"),
-    uses=("rla_core.envs", "rla_core.models.generator", "rla_core.algo.parsing", "rla_core.settings"),
+    config=("setting", "judge", "models.serving", "threads"),
 )
 def judge(ctx: StageContext, *, rollouts: StageRef, reward_model: StageRef) -> dict[str, float]:
     """Write 'judgments': m parsed judgments per rollout step (unparsable → null score + reason)."""

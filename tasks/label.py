@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rla_core.algo.curriculum import accepted_pending, decide_pending
+from rla_core.algo.labels import task_accuracy
 from rla_core.algo.metrics import band_share
 from rla_core.algo.registry import TaskRegistry
 from rla_core.settings import adapter_for
@@ -12,7 +13,6 @@ from tasks.stage import StageContext, StageRef, signal_frames, stage
 @stage(
     "label",
     config=("setting", "reward", "judge.m", "adaptation"),
-    uses=("rla_core.algo", "rla_core.settings"),
 )
 def label(
     ctx: StageContext,
@@ -29,7 +29,7 @@ def label(
     frames = signal_frames(
         ctx, rollouts=rollouts, judgments=judgments, unit_tests=unit_tests, executions=executions
     )
-    acc = adapter.accuracy(frames)
+    acc = task_accuracy(frames["rollouts"])
     registry, decisions = decide_pending(
         TaskRegistry.from_events(ctx.read(tasks, "tasks")), acc, cfg=cfg.adaptation, iteration=ctx.iteration
     )

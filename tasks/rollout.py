@@ -11,10 +11,8 @@ from tasks.stage import StageContext, StageRef, stage
 
 @stage(
     "rollout",
-    config=("setting", "rollout", "models.backend", "models.vllm_base_url", "models.history_turns", "threads",
-            "textgame.game_cache_dir", "coding", "gui"),
-    uses=("rla_core.envs", "rla_core.models.generator", "rla_core.algo", "rla_core.settings", "rla_core.coding",
-          "rla_core.sandbox"),
+    config=("setting", "rollout", "models.serving", "models.history_turns", "threads",
+            "textgame.game_cache_dir", "textgame.engine", "coding", "gui"),
 )  # fmt: skip
 def rollout(ctx: StageContext, *, tasks: StageRef, policy: StageRef) -> dict[str, float]:
     """Write 'rollouts' (and, for coding, the GT 'executions')."""

@@ -13,8 +13,7 @@ def _task_files(run: RunContext) -> str:
 
 @stage(
     "seed_tasks",
-    config=("setting", "textgame.tasks", "coding.problems", "gui.tasks"),
-    uses=("rla_core.algo.registry", "rla_core.settings"),
+    config=("setting", "textgame.tasks", "textgame.engine", "coding.problems", "gui.tasks"),
     key_extra=_task_files,
 )
 def seed_tasks(ctx: StageContext) -> dict[str, float]:

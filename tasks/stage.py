@@ -2,16 +2,21 @@
 
 A stage is declared with :func:`stage`::
 
-    @stage("judge", config=("judge", "models"), uses=("rla_core.envs", "rla_core.models"))
+    @stage("judge", config=("judge", "models"))
     def judge(ctx: StageContext, *, rollouts: StageRef, reward_model: StageRef) -> dict[str, float]:
         ...  # read inputs through ctx, write outputs through ctx.writer, return metrics
 
 Calling ``judge(run, iteration, rollouts=..., reward_model=...)`` computes the stage's content key —
-stage name, code version (hash of the task module and the rla_core modules it uses), its config
-slice, its inputs' content keys and its seed — and runs a Prefect task whose cache key is exactly
-that content key. The manifests are the source of truth: if the attempt in use has the same key and
-intact outputs, the stage is skipped (Prefect shows it as cached); otherwise the body runs in a fresh
-attempt and its manifest is committed last. Metrics go to MLflow with ``step=iteration``.
+stage name, code version (:mod:`tasks.code_closure`: every project file the task module imports,
+transitively, or runs/reads as a declared resource), its config slice, its inputs' content keys and
+its seed. The manifests are the source of truth: if the attempt in use has the same key and intact
+outputs, the stage is skipped; otherwise the body runs in a fresh attempt and its manifest is
+committed last. Metrics go to MLflow with ``step=iteration``.
+
+Prefect's result cache is machine-wide (every run on the machine shares it), so its cache key is the
+content key *plus the run's identity* — resolved artifact root and run id (:func:`prefect_cache_key`)
+— and a result it hands back is used only if it names this run's attempt in use (design §3): two runs
+with the same config and seed never see each other's stage references.
 """
 
 from __future__ import annotations
@@ -19,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib
-import inspect
 import shutil
 import tempfile
 import time
@@ -35,13 +38,14 @@ from prefect.context import TaskRunContext
 
 from rla_core.config import RunConfig, TrainConfig, hash_jsonable
 from rla_core.store import ArtifactStore, StageWriter
-from tasks.tracking import Tracker
+from tasks.code_closure import code_version
+from tasks.progress import stage_progress
+from tasks.tracking import Tracker, publish_iteration_summary
 
 if TYPE_CHECKING:
     from rla_core.models.generator import Generator
 
 STAGE_SECONDS_KEY = "stage_compute_s"
-_CODE_SUFFIXES = frozenset({".py", ".txt", ".yaml", ".json"})
 
 
 @dataclass(frozen=True)
@@ -104,11 +108,19 @@ class StageContext:
 
     @contextlib.contextmanager
     def generator(self, ref: StageRef, name: str) -> Iterator[Generator]:
-        """A generator over checkpoint ``name`` of an input stage, closed when the block ends."""
+        """A generator over checkpoint ``name`` (the role) of an input stage, closed when the block ends.
+
+        With the vLLM backend a server is started on exactly that checkpoint, served under the producing
+        stage's content key and the role, and stopped when the block ends (also on errors).
+        """
         from rla_core.models.generator import open_generator
+        from rla_core.models.serving import served_name
 
         _set_threads(self.config.threads)
-        gen = open_generator(self.checkpoint(ref, name), models=self.config.models)
+        gen = open_generator(
+            self.checkpoint(ref, name), models=self.config.models, role=name,
+            name=served_name(ref.content_key, name),
+        )  # fmt: skip
         try:
             yield gen
         finally:
@@ -172,29 +184,6 @@ def derive_seed(master: int, iteration: int, stage: str) -> int:
     return int(digest[:8], 16)
 
 
-@functools.cache
-def code_version(module_name: str, uses: tuple[str, ...]) -> str:
-    """Hash of a task module's source and the rla_core modules/packages it uses (not the git commit)."""
-    hasher = hashlib.sha256()
-    for name in (module_name, *sorted(uses)):
-        module = importlib.import_module(name)
-        # A package counts with every source and data file it ships (prompt templates, presets), so a
-        # template edit invalidates the stages that render it (issue 4: template hash in the cache key).
-        files = (
-            sorted(
-                p
-                for p in Path(module.__file__ or "").parent.rglob("*")
-                if p.is_file() and p.suffix in _CODE_SUFFIXES and "__pycache__" not in p.parts
-            )
-            if hasattr(module, "__path__")
-            else [Path(inspect.getfile(module))]
-        )
-        for path in files:
-            hasher.update(path.name.encode())
-            hasher.update(path.read_bytes())
-    return hasher.hexdigest()[:16]
-
-
 def signal_frames(
     ctx: StageContext,
     *,
@@ -223,20 +212,37 @@ def train_checkpoint(
     ctx: StageContext, *, rows: pl.DataFrame, base: StageRef, name: str, cfg: TrainConfig, prefix: str
 ) -> dict[str, float]:
     """One RL update of checkpoint ``name`` of stage ``base``; the result is written as checkpoint ``name``."""
-    from rla_core.models.trainer import rl_update
+    from rla_core.models.trainer import Placement, rl_update
 
     _set_threads(ctx.config.threads)
     out = ctx.scratch() / name
+    # training.device/dtype/processes/strategy: in-process or `accelerate launch` workers (issue 12).
+    placement = Placement.from_config(ctx.config.training, threads=ctx.config.threads)
     stats = rl_update(
-        ctx.checkpoint(base, name), rows, cfg=cfg, out_dir=out, seed=ctx.seed, lora=ctx.config.models.lora
-    )
+        ctx.checkpoint(base, name), rows, cfg=cfg, out_dir=out, seed=ctx.seed, lora=ctx.config.models.lora,
+        placement=placement,
+    )  # fmt: skip
     ctx.writer.put_dir(out, name)
     ctx.tag(f"checkpoint.{name}", f"iter-{ctx.iteration:04d}/{ctx.stage}")
     return {f"{prefix}/{k}": float(v) for k, v in stats.items()}
 
 
+def run_identity(run: RunContext) -> dict[str, Any]:
+    """Where a run lives: its resolved artifact root (absolute local path, or URI plus endpoint) and id."""
+    store = run.store
+    root = store.root if store.remote else str(Path(store.root).expanduser().resolve())
+    client = run.storage_options.get("client_kwargs") or {}
+    endpoint = run.storage_options.get("endpoint_url") or client.get("endpoint_url")
+    return {"root": root, "endpoint": endpoint, "run_id": run.run_id}
+
+
+def prefect_cache_key(run: RunContext, content_key: str) -> str:
+    """Prefect's cache key of a stage: the content key plus the run's identity (design §3)."""
+    return hash_jsonable({"content_key": content_key, **run_identity(run)})
+
+
 def _cache_key(_ctx: TaskRunContext, parameters: dict[str, Any]) -> str:
-    return str(parameters["key"])
+    return prefect_cache_key(parameters["run"], str(parameters["key"]))
 
 
 StageBody = Callable[..., dict[str, float]]
@@ -251,14 +257,12 @@ class Stage:
         body: StageBody,
         *,
         config: tuple[str, ...],
-        uses: tuple[str, ...],
         key_extra: Callable[[RunContext], Any] | None,
         retries: int,
     ) -> None:
         self.name = name
         self.body = body
         self.config_sections = config
-        self.uses = uses
         self.key_extra = key_extra
 
         def run_stage(run: RunContext, iteration: int, key: str, inputs: dict[str, StageRef]) -> StageRef:
@@ -279,7 +283,7 @@ class Stage:
             {
                 "stage": self.name,
                 "iteration": iteration,
-                "code": code_version(self.body.__module__, self.uses),
+                "code": code_version(self.body.__module__),
                 "config": run.config.section_hash(*self.config_sections),
                 "seed": derive_seed(run.config.seed, iteration, self.name),
                 "inputs": {k: v.content_key for k, v in sorted(inputs.items())},
@@ -290,7 +294,22 @@ class Stage:
     def __call__(self, run: RunContext, iteration: int, **inputs: StageRef) -> StageRef:
         key = self.key(run, iteration, inputs)
         done = run.store.is_done(run.run_id, iteration, self.name, key)
-        return self.task.with_options(refresh_cache=not done)(run, iteration, key, inputs)
+        ref: StageRef = self.task.with_options(refresh_cache=not done)(run, iteration, key, inputs)
+        if not self._is_attempt_in_use(run, iteration, ref):
+            # A cached result that is not this run's attempt in use (e.g. a Prefect result stored before
+            # the attempt was re-run): the manifest decides, so run the task for real (it answers from
+            # the manifest when the stage is done, without running the body).
+            ref = self.task.with_options(refresh_cache=True)(run, iteration, key, inputs)
+        return ref
+
+    def _is_attempt_in_use(self, run: RunContext, iteration: int, ref: StageRef) -> bool:
+        if (ref.run_id, ref.iteration, ref.stage) != (run.run_id, iteration, self.name):
+            return False
+        manifest = run.store.manifest(run.run_id, iteration, self.name)
+        return manifest is not None and (manifest.attempt, manifest.content_key) == (
+            ref.attempt,
+            ref.content_key,
+        )
 
     def _execute(self, run: RunContext, iteration: int, key: str, inputs: dict[str, StageRef]) -> StageRef:
         store = run.store
@@ -305,9 +324,11 @@ class Stage:
         seed = derive_seed(run.config.seed, iteration, self.name)
         with store.begin(run.run_id, iteration, self.name) as writer:
             ctx = StageContext(run=run, iteration=iteration, stage=self.name, seed=seed, writer=writer)
+            logger.info("%s iteration %d started (attempt %d)", self.name, iteration, writer.attempt)
             start = time.perf_counter()
             try:
-                metrics = dict(self.body(ctx, **inputs))
+                with stage_progress(run, iteration, self.name, writer.attempt, log=logger.info):
+                    metrics = dict(self.body(ctx, **inputs))
             finally:
                 ctx.cleanup()
             elapsed = time.perf_counter() - start
@@ -324,6 +345,7 @@ class Stage:
             self.name, iteration, elapsed, manifest.attempt,
             ", ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()) if not k.startswith("timing_s/")),
         )  # fmt: skip
+        publish_iteration_summary(store, run.run_id, iteration)
         return StageRef(run.run_id, iteration, self.name, manifest.attempt, manifest.content_key, metrics)
 
 
@@ -331,13 +353,12 @@ def stage(
     name: str,
     *,
     config: tuple[str, ...],
-    uses: tuple[str, ...] = (),
     key_extra: Callable[[RunContext], Any] | None = None,
     retries: int = 0,
 ) -> Callable[[StageBody], Stage]:
     """Declare a stage body (see the module docstring)."""
 
     def wrap(body: StageBody) -> Stage:
-        return Stage(name, body, config=config, uses=uses, key_extra=key_extra, retries=retries)
+        return Stage(name, body, config=config, key_extra=key_extra, retries=retries)
 
     return wrap

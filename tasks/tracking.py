@@ -8,12 +8,17 @@ resumed run keeps logging into the same MLflow run.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rla_core.errors import RlaError
+
+if TYPE_CHECKING:
+    from rla_core.store import ArtifactStore
 
 
 class TrackingError(RlaError):
@@ -113,3 +118,52 @@ def finish(tracker: Tracker, *, status: str = "FINISHED") -> None:
     from mlflow.tracking import MlflowClient
 
     MlflowClient(tracker.uri).set_terminated(tracker.mlflow_run_id, status=status)
+
+
+def artifact_key(run_id: str, iteration: int) -> str:
+    """Prefect artifact key of an iteration's summary: lowercase letters, digits and dashes only."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", run_id.lower()).strip("-") or "run"
+    return f"{slug}-iter-{iteration:04d}"
+
+
+def _resolved(location: str) -> str:
+    from rla_core.store.uri import is_remote
+
+    return location if is_remote(location) else str(Path(location).resolve())
+
+
+def iteration_summary_markdown(store: ArtifactStore, run_id: str, iteration: int) -> str:
+    """A markdown table of the committed stages of one iteration (in the order they committed)."""
+    manifests = [
+        m for stage in store.list_stages(run_id, iteration) if (m := store.manifest(run_id, iteration, stage))
+    ]
+    manifests.sort(key=lambda m: m.created_at)
+    lines = [
+        f"### Run `{run_id}`, iteration {iteration}",
+        "",
+        f"Artifacts: `{_resolved(store.run_location(run_id))}`",
+        "",
+        "| stage | attempt | seconds | metrics |",
+        "|---|---|---|---|",
+    ]
+    for m in manifests:
+        metrics = {k: v for k, v in m.extra.get("metrics", {}).items() if not k.startswith("timing_s/")}
+        shown = "<br>".join(f"`{k}` = {float(v):.6g}" for k, v in sorted(metrics.items())) or "-"
+        secs = m.extra.get("stage_compute_s")
+        lines.append(f"| {m.stage} | {m.attempt} | {float(secs):.1f} | {shown} |" if secs is not None
+                     else f"| {m.stage} | {m.attempt} | - | {shown} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def publish_iteration_summary(store: ArtifactStore, run_id: str, iteration: int) -> None:
+    """Create (a new version of) the iteration's Prefect markdown artifact: the flow run's Artifacts tab.
+
+    Called after each stage, so the latest version lists every stage of the iteration done so far.
+    """
+    from prefect.artifacts import create_markdown_artifact
+
+    create_markdown_artifact(
+        key=artifact_key(run_id, iteration),
+        markdown=iteration_summary_markdown(store, run_id, iteration),
+        description=f"rlanything {run_id}: stages and key metrics of iteration {iteration}",
+    )

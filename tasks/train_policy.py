@@ -6,7 +6,8 @@ from tasks.stage import StageContext, StageRef, stage, train_checkpoint
 
 
 @stage(
-    "train_policy", config=("training.policy", "models.lora", "threads"), uses=("rla_core.models.trainer",)
+    "train_policy",
+    config=("training.policy", "training.dtype", "models.lora", "threads"),
 )
 def train_policy(ctx: StageContext, *, samples: StageRef, policy: StageRef) -> dict[str, float]:
     """Write checkpoint 'policy' (a copy of the input when there is nothing to learn: a recorded no-op)."""

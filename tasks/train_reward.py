@@ -6,7 +6,8 @@ from tasks.stage import StageContext, StageRef, stage, train_checkpoint
 
 
 @stage(
-    "train_reward", config=("training.reward", "models.lora", "threads"), uses=("rla_core.models.trainer",)
+    "train_reward",
+    config=("training.reward", "training.dtype", "models.lora", "threads"),
 )
 def train_reward(ctx: StageContext, *, samples: StageRef, reward_model: StageRef) -> dict[str, float]:
     """Write checkpoint 'reward' (a copy of the input when there is nothing to learn: a recorded no-op)."""

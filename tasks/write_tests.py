@@ -10,9 +10,8 @@ from tasks.stage import StageContext, StageRef, stage
 
 @stage(
     "write_tests",
-    config=("coding.unit_tests_per_task", "coding.unit_test_sampling", "models.backend", "models.vllm_base_url",
+    config=("coding.unit_tests_per_task", "coding.unit_test_sampling", "models.serving",
             "threads"),
-    uses=("rla_core.coding", "rla_core.models.generator", "rla_core.settings.coding"),
 )  # fmt: skip
 def write_tests(
     ctx: StageContext, *, rollouts: StageRef, tasks: StageRef, reward_model: StageRef

@@ -30,5 +30,8 @@ class RecordedGenerator:
         self.seeds.append(None if seeds is None else list(seeds))
         return [[Generation(self.texts.pop(0), 10, 3, "stop") for _ in range(n)] for _ in prompts]
 
+    def format_prompt(self, prompt: str) -> str:
+        return prompt
+
     def close(self) -> None:
         return None

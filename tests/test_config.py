@@ -39,8 +39,8 @@ def test_unknown_key_is_named(tmp_path: Path) -> None:
 def test_wrong_type_is_named() -> None:
     with pytest.raises(ConfigError, match=r"'rollout\.max_steps'.*got 'many'"):
         load_config(overrides=["rollout.max_steps=many"])
-    with pytest.raises(ConfigError, match=r"'models\.backend'"):
-        load_config(overrides=["models.backend=tensorrt"])
+    with pytest.raises(ConfigError, match=r"'models\.serving\.backend'"):
+        load_config(overrides=["models.serving.backend=tensorrt"])
 
 
 def test_all_problems_reported_at_once() -> None:
@@ -99,13 +99,13 @@ def test_override_values_are_yaml() -> None:
             "rollout.rollouts_per_task=8",
             "rollout.sampling.stop=['\\n', END]",
             "models.environment=null",
-            "models.backend=vllm",
+            "models.serving.backend=vllm",
         ]
     )
     assert cfg.rollout.rollouts_per_task == 8
     assert cfg.rollout.sampling.stop == ("\\n", "END")
     assert cfg.models.environment is None
-    assert cfg.models.backend is Backend.VLLM
+    assert cfg.models.serving.backend is Backend.VLLM
     assert parse_override("a.b=") == ("a.b", "")
 
 
@@ -154,7 +154,7 @@ def test_per_setting_defaults() -> None:
     assert text.adaptation.low_inclusive is True
     coding = load_config(overrides=["setting=coding"])
     assert (coding.reward.policy_acc_band.low, coding.reward.policy_acc_band.high) == (0.2, 0.8)
-    assert (coding.reward.rm_acc_band.low, coding.reward.rm_acc_band.high) == (0.0, 1.0)
+    assert (coding.reward.rm_acc_band.low, coding.reward.rm_acc_band.high) == (0.2, 0.8)  # spec §2.4
     assert coding.adaptation.low_inclusive is False
     assert coding.rollout.max_steps == 1
     # A user's explicit value beats the setting default.

@@ -127,6 +127,32 @@ def code_table(
     ).sort("task_id", "rollout_id")
 
 
+def score_programs(rollouts: pl.DataFrame, executions: pl.DataFrame) -> pl.DataFrame:
+    """The coding rollouts with their outcome, score and observation filled in from the GT runs (spec §0, §2.3).
+
+    Reads a 'rollouts' frame (one row per program, ``outcome`` / ``score`` / ``next_observation``
+    ignored) and the GT rows of ``executions``. Writes the 'rollouts' artifact with ``outcome = +1``
+    iff the program passes every GT test of its task (else -1), ``score`` = its GT pass ratio and
+    ``next_observation = "passed k/n GT tests"``; row order is kept. The rollout stage calls it, so
+    the reward rule lives here and not in the coding adapter.
+    """
+    codes = code_table(rollouts, executions).select(
+        "task_id", "rollout_id", "pass_all", "pass_ratio", "n_gt_tests", "gt_passed"
+    )
+    scored = (
+        rollouts.with_row_index("_row")
+        .drop("outcome", "score", "next_observation")
+        .join(codes, on=["task_id", "rollout_id"], how="left")
+        .sort("_row")
+        .with_columns(
+            outcome=pl.when(pl.col("pass_all")).then(1.0).otherwise(-1.0),
+            score=pl.col("pass_ratio"),
+            next_observation=pl.format("passed {}/{} GT tests", pl.col("gt_passed"), pl.col("n_gt_tests")),
+        )
+    )
+    return validate("rollouts", scored.select(rollouts.columns), where="score_programs")
+
+
 def _tasks(codes: pl.DataFrame) -> pl.DataFrame:
     return (
         codes.group_by("task_id")
@@ -200,7 +226,11 @@ def coding_policy_samples(
     stats = _stats(tasks, ("pending_not_accepted", "out_of_band"), "n_codes")
     stats["codes_truncated"] = int(codes["truncated"].sum())
     kept = tasks.filter(pl.col("drop_reason").is_null()).select("task_id")
-    rows = codes.join(kept, on="task_id", how="semi").select("task_id", "rollout_id", reward="pass_ratio")
+    rows = (
+        codes.join(kept, on="task_id", how="semi")
+        .select("task_id", "rollout_id", reward="pass_ratio")
+        .sort("task_id", "rollout_id")  # the z-score's float sums run in row order: fix it (issue 10)
+    )
     rows = group_normalize(
         rows, value="reward", by=["task_id"], step_col=None, eps=cfg.std_eps, keep_singleton_raw=False
     )
@@ -264,8 +294,9 @@ def coding_reward_samples(
 
     an invalid test fails every code (so it is never a GT-UT, and scores 0 when non-GT codes
     exist). ``advantage`` = z-score of r over the task's tests (0 when std ≤ ``cfg.std_eps``); no
-    rows are dropped. Tasks dropped: pending and not accepted; acc outside ``cfg.rm_acc_band``
-    (coding preset [0, 1], i.e. no filter, as in the reference); no GT code.
+    rows are dropped. Tasks dropped: pending and not accepted; pass-all acc outside
+    ``cfg.rm_acc_band`` (coding default [0.2, 0.8], the policy's band: in the reference the policy
+    filter's ``continue`` skips the task's RM block, spec §2.4); no GT code.
 
     Output rows follow the ``reward_samples`` schema with ``step = test_idx`` and null
     ``rollout_id`` / ``judge_idx`` (a test is not tied to one rollout). Counts: ``tasks_*`` and

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -18,9 +18,12 @@ from rla_core.config import AdaptationConfig
 from rla_core.schemas import validate
 
 
-@dataclass(frozen=True)
-class PlayTask:
-    """A task to roll out this step."""
+class PlayTask(NamedTuple):
+    """A task to roll out: its id, its slot, whether it is a pending rewrite, and its spec.
+
+    The one task type of the rollout runner (:func:`rla_core.envs.rollout.run_rollouts`), the
+    settings adapters and the curriculum.
+    """
 
     task_id: str
     slot_id: str
@@ -49,20 +52,36 @@ def tasks_to_play(registry: TaskRegistry, *, k: int, seed: int) -> list[PlayTask
     return out
 
 
+NO_ROLLOUTS = "no_rollouts"  # decisions.reason of a pending task whose step produced no rollouts
+
+
 def decide_pending(
     registry: TaskRegistry, acc: pl.DataFrame, *, cfg: AdaptationConfig, iteration: int
 ) -> tuple[TaskRegistry, pl.DataFrame]:
-    """Accept or reject every pending task that was rolled out this step (spec §3); artifact 'decisions'.
+    """Accept or reject every pending task of the registry this step (spec §3); artifact 'decisions'.
 
-    Reads ``acc`` (task_id, acc). A pending task that was not rolled out stays pending. Returns the
-    updated registry (accept: pending → active, old active → retired; reject: pending → rejected) and
-    one 'decisions' row per decided task with the rule's reason.
+    Reads ``acc`` (task_id, acc) of this step's rollouts. Every pending task is played in the step
+    after it was proposed (:func:`tasks_to_play`), so each one is decided now. A pending task with
+    no rollouts in ``acc`` (its episodes produced no rows) is rejected with reason
+    :data:`NO_ROLLOUTS` and a null ``acc_after``: kept pending it would block its slot for good
+    (no rewrite of a slot with a pending task), and without an accuracy it cannot be accepted. The
+    reference has no such case (every variant is played). Returns the updated registry (accept:
+    pending → active, old active → retired; reject: pending → rejected) and one 'decisions' row per
+    decided task with the rule's reason.
     """
     acc_by_task = dict(zip(acc["task_id"].to_list(), acc["acc"].to_list(), strict=True))
     rows: list[dict[str, Any]] = []
     for row in registry.pending().sort("slot_id").iter_rows(named=True):
         new_acc = acc_by_task.get(row["task_id"])
         if new_acc is None:
+            registry = registry.reject(row["task_id"], acc_after=None, iteration=iteration)
+            rows.append(
+                {
+                    "iteration": iteration, "slot_id": row["slot_id"], "task_id": row["task_id"],
+                    "goal": row["goal"], "prev_acc": float(row["prev_acc"]), "acc_after": None,
+                    "accepted": False, "reason": NO_ROLLOUTS,
+                }
+            )  # fmt: skip
             continue
         decision = accept_variant(float(new_acc), float(row["prev_acc"]), row["goal"], cfg=cfg)
         if decision.accepted:
@@ -115,16 +134,18 @@ class RewriteTarget:
 
 
 def rewrite_targets(
-    registry: TaskRegistry, acc: pl.DataFrame, *, cfg: AdaptationConfig
+    registry: TaskRegistry, acc: pl.DataFrame, *, cfg: AdaptationConfig, iteration: int
 ) -> list[RewriteTarget]:
     """Active tasks played this step with acc ≥ α_high (harder) or ≤ α_low (easier), spec §3.
 
-    Pending tasks and slots that still have a pending rewrite are never rewritten. Reads ``acc``
-    (task_id, acc) and the registry snapshot.
+    Pending tasks and slots that still have a pending rewrite are never rewritten, and neither is a
+    variant accepted at ``iteration`` (this step): it was played as a pending variant, and the
+    reference rewrites only tasks that were already in the dataset when the step began. Reads
+    ``acc`` (task_id, acc) and the registry snapshot.
     """
     snap = registry.snapshot()
     busy = set(snap.filter(pl.col("status") == Status.PENDING.value)["slot_id"].to_list())
-    active = snap.filter(pl.col("status") == Status.ACTIVE.value)
+    active = snap.filter((pl.col("status") == Status.ACTIVE.value) & (pl.col("accepted_iter") < iteration))
     joined = active.join(acc.select("task_id", "acc"), on="task_id", how="inner").sort("slot_id")
     out: list[RewriteTarget] = []
     for row in joined.iter_rows(named=True):

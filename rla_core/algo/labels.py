@@ -407,6 +407,9 @@ def policy_samples(
         .join(agg.lazy().select(_SID, "score_sum"), on=_SID, how="left")
         .with_columns(mean_score=pl.col("score_sum").fill_null(0.0) / m)
         .with_columns(reward=_integrated_expr(cfg).cast(pl.Float64))
+        # Joins do not keep row order; the z-score's float sums below run in row order, so without a
+        # fixed order the advantages differed in the last bits between calls (issue 10).
+        .sort(_SID)
         .collect()
     )
     # One group per (task, step index): the task's rollouts that reach step k (spec §2.1).

@@ -230,15 +230,15 @@ class TaskRegistry:
         }
         return self._append([retire, accept])
 
-    def reject(self, task_id: str, acc_after: float, iteration: int) -> TaskRegistry:
-        """Pending → rejected (kept in the history)."""
+    def reject(self, task_id: str, acc_after: float | None, iteration: int) -> TaskRegistry:
+        """Pending → rejected (kept in the history); ``acc_after`` None when it was never measured."""
         row = self._require_status(task_id, Status.PENDING, "reject")
         reject = {
             **row,
             "event": Event.REJECT.value,
             "iteration": iteration,
             "status": Status.REJECTED.value,
-            "acc_after": float(acc_after),
+            "acc_after": None if acc_after is None else float(acc_after),
         }
         return self._append([reject])
 

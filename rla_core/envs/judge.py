@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from rla_core import progress
 from rla_core.algo.parsing import parse_boxed_score
 from rla_core.envs.prompts import render_judge_prompt
 from rla_core.envs.rollout import GenerationMode, derive_seed
@@ -76,14 +77,18 @@ def judge_steps(
         for s in steps
     ]
     seeds = [derive_seed(seed, "judge", s["task_id"], s["rollout_id"], s["step"]) for s in steps]
-    outputs: list[list[Generation]]
-    if mode is GenerationMode.JOINT:
-        outputs = generator.generate(prompts, n=m, sampling=sampling, seed=seeds[0], seeds=seeds)
-    else:
-        outputs = [
-            generator.generate([p], n=m, sampling=sampling, seed=s, seeds=[s])[0]
-            for p, s in zip(prompts, seeds, strict=True)
-        ]
+    outputs: list[list[Generation]] = []
+    with progress.track("", total=len(prompts), unit="steps", rate="judgments") as counter:
+        if mode is GenerationMode.JOINT:
+            outputs = generator.generate(prompts, n=m, sampling=sampling, seed=seeds[0], seeds=seeds)
+            counter.advance(len(prompts), judgments=len(prompts) * m)
+        else:
+            for one_prompt, one_seed in zip(prompts, seeds, strict=True):
+                (samples,) = generator.generate(
+                    [one_prompt], n=m, sampling=sampling, seed=one_seed, seeds=[one_seed]
+                )
+                outputs.append(samples)
+                counter.advance(1, judgments=m)
     rows: list[dict[str, Any]] = []
     for s, prompt, samples in zip(steps, prompts, outputs, strict=True):
         for judge_idx, gen in enumerate(samples):

@@ -25,11 +25,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
+from rla_core.algo.adaptation import Goal
 from rla_core.algo.parsing import parse_last_json_object
 from rla_core.envs.feedback import CriticFeedback
 from rla_core.envs.prompts import render_rewrite_prompt
@@ -40,13 +40,6 @@ from rla_core.schemas import get_schema, validate
 if TYPE_CHECKING:
     from rla_core.config import SamplingConfig
     from rla_core.models.generator import Generator
-
-
-class Goal(StrEnum):
-    """Which way a rewrite moves a task (spec §3: acc >= alpha_high → harder, <= alpha_low → easier)."""
-
-    HARDER = "harder"
-    EASIER = "easier"
 
 
 @dataclass(frozen=True)
@@ -60,6 +53,13 @@ class RewriteRequest:
     goal: Goal
     prev_acc: float
     feedback: CriticFeedback | None = None
+
+    def __post_init__(self) -> None:
+        if self.goal is Goal.KEEP:
+            raise ValueError(
+                f"slot '{self.slot_id}': a rewrite needs goal 'harder' or 'easier', not 'keep' (rewrite_targets "
+                "never asks to rewrite a task whose accuracy is in band)"
+            )
 
 
 @dataclass(frozen=True)

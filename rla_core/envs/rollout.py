@@ -21,7 +21,7 @@ Either way the batched runner's rows equal playing each episode alone (``rollout
 same seed (design §3 determinism).
 
 Example:
-    >>> frame = run_rollouts([RolloutTask("t0", "s0", False, spec)], env=env, generator=gen, n=4,
+    >>> frame = run_rollouts([PlayTask("t0", "s0", False, spec)], env=env, generator=gen, n=4,
     ...                      max_steps=8, sampling=SamplingConfig(), seed=1, iteration=1)  # doctest: +SKIP
 """
 
@@ -33,10 +33,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from rla_core import progress
+from rla_core.algo.curriculum import PlayTask
 from rla_core.algo.parsing import Parsed, fallback_action_index, parse_action_index
 from rla_core.envs.base import StepResult
 from rla_core.envs.prompts import render_policy_prompt
@@ -55,13 +57,9 @@ class GenerationMode(StrEnum):
     JOINT = "joint"
 
 
-class RolloutTask(NamedTuple):
-    """One task to roll out: its id, its slot, whether it is a pending rewrite, and its spec."""
-
-    task_id: str
-    slot_id: str
-    pending: bool
-    spec: dict[str, Any]
+# The task type is the curriculum's (one play-task type across algo and envs); the old name stays
+# for callers written before they were merged.
+RolloutTask = PlayTask
 
 
 def derive_seed(seed: int, *parts: object) -> int:
@@ -81,7 +79,7 @@ class RolloutTimings:
 
 @dataclass
 class _Live:
-    task: RolloutTask
+    task: PlayTask
     rollout_id: int
     episode: Episode
     history: list[tuple[str, str]] = field(default_factory=list)
@@ -89,7 +87,7 @@ class _Live:
 
 
 def run_rollouts(
-    tasks: Sequence[RolloutTask | tuple[str, str, bool, dict[str, Any]]],
+    tasks: Sequence[PlayTask | tuple[str, str, bool, dict[str, Any]]],
     *,
     env: Environment,
     generator: Generator,
@@ -109,14 +107,16 @@ def run_rollouts(
     (0-based), prompt, response, action (the command played), action_valid, invalid_reason (null when
     valid), next_observation, expert_actions (JSON list of the engine's optimal next commands before
     the action), done (True on the last row of a rollout), outcome (+1 won / -1, on every row), score
-    (null: text games have no partial score), prompt_tokens, response_tokens. Rows are ordered by
+    (null: text games have no partial score), prompt_tokens, response_tokens. The prompt shows the last
+    ``history_turns`` turns (``models.history_turns``) and is passed through ``generator.format_prompt``
+    (chat markup when ``models.serving.chat_template`` is on). Rows are ordered by
     task order, rollout_id, step. ``timings``, when given, accumulates generation vs. engine time.
     ``rollout_ids`` plays only those rollouts of each task (default ``range(n)``), e.g. to replay one.
     """
     if n < 1 or max_steps < 1:
         raise ValueError(f"n={n} and max_steps={max_steps} must both be at least 1")
     timer = timings if timings is not None else RolloutTimings()
-    parsed_tasks = [RolloutTask(*t) for t in tasks]
+    parsed_tasks = [PlayTask(*t) for t in tasks]
     for task in parsed_tasks:
         env.validate_spec(task.spec)
     live: list[_Live] = []
@@ -128,31 +128,39 @@ def run_rollouts(
             live.append(_Live(task=task, rollout_id=rollout_id, episode=episode))
     timer.engine_s += time.perf_counter() - started
     try:
-        for step in range(max_steps):
-            if not live:
-                break
-            prompts = [
-                render_policy_prompt(
-                    instruction=ep.episode.instruction,
-                    history=ep.history,
-                    observation=ep.episode.observation,
-                    actions=ep.episode.admissible_actions,
-                    history_turns=history_turns,
-                )
-                for ep in live
-            ]
-            seeds = [derive_seed(seed, ep.task.task_id, ep.rollout_id, step) for ep in live]
-            started = time.perf_counter()
-            outputs = _generate(generator, prompts, seeds, sampling=sampling, mode=mode)
-            timer.generation_s += time.perf_counter() - started
-            started = time.perf_counter()
-            still: list[_Live] = []
-            for ep, prompt, out in zip(live, prompts, outputs, strict=True):
-                _play_turn(ep, step=step, prompt=prompt, out=out, max_steps=max_steps, iteration=iteration)
-                (still if not ep.rows[-1]["done"] else finished).append(ep)
-            timer.engine_s += time.perf_counter() - started
-            timer.steps += len(live)
-            live = still
+        with progress.track("", total=len(live), unit="episodes", rate="steps") as counter:
+            for step in range(max_steps):
+                if not live:
+                    break
+                # In the model's chat markup when configured: the recorded prompt is what the model saw.
+                prompts = [
+                    generator.format_prompt(
+                        render_policy_prompt(
+                            instruction=ep.episode.instruction,
+                            history=ep.history,
+                            observation=ep.episode.observation,
+                            actions=ep.episode.admissible_actions,
+                            history_turns=history_turns,
+                        )
+                    )
+                    for ep in live
+                ]
+                seeds = [derive_seed(seed, ep.task.task_id, ep.rollout_id, step) for ep in live]
+                started = time.perf_counter()
+                outputs = _generate(generator, prompts, seeds, sampling=sampling, mode=mode)
+                timer.generation_s += time.perf_counter() - started
+                started = time.perf_counter()
+                still: list[_Live] = []
+                for ep, prompt, out in zip(live, prompts, outputs, strict=True):
+                    _play_turn(
+                        ep, step=step, prompt=prompt, out=out, max_steps=max_steps, iteration=iteration
+                    )
+                    (still if not ep.rows[-1]["done"] else finished).append(ep)
+                timer.engine_s += time.perf_counter() - started
+                timer.steps += len(live)
+                tokens = sum(out.completion_tokens for out in outputs)
+                counter.advance(len(live) - len(still), steps=len(live), tokens=tokens)
+                live = still
     finally:
         for ep in live + finished:
             ep.episode.close()

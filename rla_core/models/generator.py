@@ -2,19 +2,27 @@
 
 * :class:`TransformersGenerator` — in-process Hugging Face ``generate`` on CPU or GPU, batched with left
   padding, ``n`` samples per prompt, stop strings, per-prompt seeds.
-* :class:`VllmServerGenerator` — an OpenAI-compatible ``vllm serve`` endpoint (``/v1/completions``); the
-  server runs in its own environment because vLLM pins its own torch and transformers.
+* :class:`VllmServerGenerator` — an OpenAI-compatible vLLM server (``/v1/completions``), up to
+  ``max_in_flight`` concurrent requests so vLLM's continuous batching sees many prompts at once.
 
-:func:`open_generator` picks one from ``ModelsConfig.backend`` (``auto`` = vLLM when
-``models.vllm_base_url`` is set and reachable, else transformers).
+:func:`open_generator` picks one from ``models.serving.backend``: ``transformers``; ``vllm`` — a
+per-stage server started on exactly the given checkpoint (:mod:`rla_core.models.serving`), served
+under a name unique to it and stopped by :meth:`Generator.close`; ``auto`` — vLLM when the configured
+vLLM interpreter exists and a CUDA GPU is visible, else transformers. A server that does not serve the
+requested name is an error naming both; nothing ever falls back to another model.
 
 Seeds (design §3 determinism): ``generate(prompts, ..., seeds=[s_0, s_1, ...])`` makes sample j of
 prompt i a function of (prompt i, s_i, j) only — never of the other prompts in the call or of the
 micro-batch size — so a batched caller gets the same samples as one call per prompt. Without
 ``seeds``, prompt i uses ``s_i = seed + i`` (reproducible for the same prompt list).
 
+Chat markup: with ``models.serving.chat_template`` on and a tokenizer that has a chat template,
+:meth:`Generator.format_prompt` renders a prompt as one user turn plus the assistant header. Callers
+format before generating and record the formatted text, so the trainer sees what the model saw.
+
 Example:
-    >>> gen = open_generator(model_dir, models=ModelsConfig(backend=Backend.TRANSFORMERS))
+    >>> models = ModelsConfig(serving=ServingConfig(backend=Backend.TRANSFORMERS))
+    >>> gen = open_generator(model_dir, models=models)
     >>> out = gen.generate(["go north"], n=2, sampling=SamplingConfig(temperature=0.8), seed=1)
     >>> len(out), len(out[0])
     (1, 2)
@@ -25,16 +33,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
-from rla_core.config import Backend, ModelsConfig, SamplingConfig
+from rla_core import progress
+from rla_core.config import Backend, ModelsConfig, SamplingConfig, ServingConfig
 from rla_core.errors import ConfigError, ModelError
 from rla_core.models.bootstrap import validate_checkpoint
+from rla_core.models.serving import VllmServer, check_served, resolve_interpreter, served_models
 
 if TYPE_CHECKING:
     import httpx
@@ -74,30 +85,77 @@ class Generator(Protocol):
         seeds: Sequence[int] | None = None,
     ) -> list[list[Generation]]: ...
 
+    def format_prompt(self, prompt: str) -> str:
+        """``prompt`` in the model's chat markup when that is switched on and available, else unchanged."""
+        ...
+
     def close(self) -> None: ...
 
 
-def open_generator(model: str | Path, *, models: ModelsConfig) -> Generator:
-    """Open the generation backend chosen by ``models.backend`` for the checkpoint ``model``.
+def resolve_backend(serving: ServingConfig) -> Backend:
+    """``transformers`` or ``vllm``: ``auto`` is vLLM when the interpreter exists and a CUDA GPU is visible."""
+    if serving.backend is not Backend.AUTO:
+        return serving.backend
+    import torch
 
-    ``transformers``: in-process (``model`` must be a local checkpoint dir). ``vllm``: the endpoint at
-    ``models.vllm_base_url``, which must be reachable (else :class:`ModelError` naming the URL). ``auto``:
-    vLLM when a URL is set and reachable, otherwise transformers.
+    try:
+        resolve_interpreter(serving.interpreter)
+    except ModelError:
+        return Backend.TRANSFORMERS
+    return Backend.VLLM if torch.cuda.is_available() else Backend.TRANSFORMERS
+
+
+def checkpoint_name(model: str | Path, role: str) -> str:
+    """A served name for a checkpoint opened outside a stage (e.g. ``rla eval``): its resolved path's hash."""
+    digest = hashlib.sha256(str(Path(model).resolve()).encode()).hexdigest()[:16]
+    return f"rla-path-{digest}-{role}"
+
+
+def open_generator(
+    model: str | Path,
+    *,
+    models: ModelsConfig,
+    role: str = "policy",
+    name: str | None = None,
+    runtime_dir: Path | None = None,
+) -> Generator:
+    """Open the generation backend chosen by ``models.serving.backend`` for the checkpoint dir ``model``.
+
+    ``transformers``: in process. ``vllm``: a server started on ``model`` (role ``role`` picks the
+    tensor-parallel size), served as ``name`` (stages pass :func:`~rla_core.models.serving.served_name`
+    of the producing stage's content key; default :func:`checkpoint_name`) and stopped by ``close()``.
+    A missing vLLM interpreter with ``backend=vllm`` is a :class:`ModelError`, never a fallback.
     """
-    backend = models.backend
-    if backend in (Backend.VLLM, Backend.AUTO) and models.vllm_base_url:
+    serving = models.serving
+    backend = resolve_backend(serving)
+    if backend is Backend.VLLM:
+        validate_checkpoint(Path(model))
+        served = name or checkpoint_name(model, role)
+        server = VllmServer.start(model, name=served, role=role, serving=serving, runtime_dir=runtime_dir)
         try:
-            return VllmServerGenerator(models.vllm_base_url, model=str(model))
-        except ModelError as err:
-            if backend is Backend.VLLM:
-                raise
-            log.warning("vLLM endpoint not usable (%s); falling back to the transformers backend", err)
-    elif backend is Backend.VLLM:
-        raise ModelError(
-            "models.backend=vllm needs models.vllm_base_url (e.g. http://127.0.0.1:8000/v1) pointing at a "
-            "running `vllm serve`; set it, or use models.backend=transformers"
-        )
-    return TransformersGenerator(Path(model), device=models.device, batch_size=models.generation_batch_size)
+            return VllmServerGenerator(
+                server.base_url, model=served, max_in_flight=serving.max_in_flight,
+                tokenizer_dir=Path(model) if serving.chat_template else None, server=server,
+            )  # fmt: skip
+        except BaseException:
+            server.stop()
+            raise
+    return TransformersGenerator(
+        Path(model), device=models.device, batch_size=models.generation_batch_size,
+        chat_template=serving.chat_template,
+    )  # fmt: skip
+
+
+def chat_formatter(tokenizer: Any) -> Callable[[str], str] | None:
+    """A function rendering a prompt as one user turn in ``tokenizer``'s chat markup; None without a template."""
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+
+    def render(prompt: str) -> str:
+        messages = [{"role": "user", "content": prompt}]
+        return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
+    return render
 
 
 def _prompt_seeds(prompts: Sequence[str], seed: int, seeds: Sequence[int] | None) -> list[int]:
@@ -165,7 +223,9 @@ class TransformersGenerator:
     drawing until the batch ends) change nothing for the others. Temperature 0 is plain greedy.
     """
 
-    def __init__(self, model_dir: Path, *, device: str = "auto", batch_size: int = 32) -> None:
+    def __init__(
+        self, model_dir: Path, *, device: str = "auto", batch_size: int = 32, chat_template: bool = False
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -187,6 +247,7 @@ class TransformersGenerator:
         if self._tokenizer.pad_token_id is None:
             # Real checkpoints often ship without a pad token; EOS is the usual stand-in.
             self._tokenizer.pad_token = self._tokenizer.eos_token
+        self._chat = chat_formatter(self._tokenizer) if chat_template else None
         model: Any = AutoModelForCausalLM.from_pretrained(self.model_dir)
         self._model: Any = model.to(self._device)
         self._model.eval()
@@ -212,10 +273,16 @@ class TransformersGenerator:
             (p, sample_seed(s, j)) for p, s in zip(prompts, per_prompt, strict=True) for j in range(n)
         ]
         flat: list[Generation] = []
-        for start in range(0, len(expanded), self.batch_size):
-            chunk = expanded[start : start + self.batch_size]
-            flat.extend(self._generate_batch([p for p, _ in chunk], [s for _, s in chunk], sampling))
+        with progress.track("generation", total=len(expanded), unit="sequences", log_end=False) as counter:
+            for start in range(0, len(expanded), self.batch_size):
+                chunk = expanded[start : start + self.batch_size]
+                flat.extend(self._generate_batch([p for p, _ in chunk], [s for _, s in chunk], sampling))
+                counter.advance(len(chunk))
         return [flat[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def format_prompt(self, prompt: str) -> str:
+        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available)."""
+        return self._chat(prompt) if self._chat is not None else prompt
 
     def _generate_batch(
         self, prompts: list[str], row_seeds: list[int], sampling: SamplingConfig
@@ -359,56 +426,56 @@ class _StopCriterion:
 
 
 class VllmServerGenerator:
-    """Generation through an OpenAI-compatible ``vllm serve`` endpoint (``/v1/completions``).
+    """Generation through an OpenAI-compatible vLLM server (``/v1/completions``), requests in parallel.
 
-    The constructor probes ``/models`` and raises :class:`ModelError` naming the URL when the endpoint is
-    unreachable (2 s connect timeout). ``model`` is the served model name; when the server serves exactly
-    one model under another name, that one is used.
+    The constructor checks ``/models``: the server must serve ``model`` (else :class:`ModelError` naming
+    both the requested and the served names — never another model). ``generate`` sends one request per
+    prompt with up to ``max_in_flight`` in flight (a thread pool over one connection pool), so vLLM's
+    continuous batching sees many prompts at once; results come back in input order. ``server``, when
+    given, is the per-stage server this generator owns and stops on :meth:`close`.
     """
 
-    def __init__(self, base_url: str, *, model: str) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        max_in_flight: int = 64,
+        tokenizer_dir: Path | None = None,
+        server: VllmServer | None = None,
+    ) -> None:
         import httpx
 
+        if max_in_flight < 1:
+            raise ModelError(f"max_in_flight={max_in_flight}: must be at least 1")
         self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.max_in_flight = max_in_flight
+        self._server = server
         self._client: httpx.Client | None = httpx.Client(
-            base_url=self.base_url, timeout=httpx.Timeout(_REQUEST_TIMEOUT_S, connect=_CONNECT_TIMEOUT_S)
+            base_url=self.base_url,
+            timeout=httpx.Timeout(_REQUEST_TIMEOUT_S, connect=_CONNECT_TIMEOUT_S),
+            limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight),
         )
-        served = self._served_models()
-        if model in served:
-            self.model = model
-        elif len(served) == 1:
-            self.model = served[0]
-        else:
-            self.close()
-            raise ModelError(
-                f"vLLM endpoint {self.base_url} serves {served}, not {model!r}: start `vllm serve {model}` "
-                "or set models.policy/models.reward to a served name"
-            )
-
-    def _served_models(self) -> list[str]:
-        import httpx
-
+        self._chat: Callable[[str], str] | None = None
         try:
-            resp = self._http().get("/models", timeout=httpx.Timeout(10.0, connect=_CONNECT_TIMEOUT_S))
-            resp.raise_for_status()
-            return [str(m["id"]) for m in resp.json()["data"]]
-        except httpx.HTTPError as err:
+            check_served(self.base_url, model, served_models(self.base_url))
+            if tokenizer_dir is not None:
+                from transformers import AutoTokenizer
+
+                self._chat = chat_formatter(AutoTokenizer.from_pretrained(tokenizer_dir))
+        except BaseException:
             self.close()
-            raise ModelError(
-                f"vLLM endpoint {self.base_url} is unreachable ({type(err).__name__}: {err}); start "
-                f"`vllm serve MODEL` there or unset models.vllm_base_url"
-            ) from None
-        except (KeyError, TypeError, ValueError) as err:
-            self.close()
-            raise ModelError(
-                f"{self.base_url}/models did not answer like an OpenAI-compatible server ({err!r}); "
-                "check models.vllm_base_url (it should end in /v1)"
-            ) from None
+            raise
 
     def _http(self) -> httpx.Client:
         if self._client is None:
             raise ModelError("this VllmServerGenerator is closed: open a new one with open_generator()")
         return self._client
+
+    def format_prompt(self, prompt: str) -> str:
+        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available)."""
+        return self._chat(prompt) if self._chat is not None else prompt
 
     def generate(
         self,
@@ -421,17 +488,15 @@ class VllmServerGenerator:
     ) -> list[list[Generation]]:
         """Sample ``n`` completions per prompt: one request per prompt, seeded ``seeds[i]`` (or ``seed + i``).
 
-        vLLM gives a request with a ``seed`` its own RNG (per-request generator), so its samples do not
-        depend on what else the server batches with it: the same batch independence as the
-        transformers backend (though not the same samples).
+        Up to ``max_in_flight`` requests are in flight; ``result[i]`` answers ``prompts[i]``. vLLM gives
+        a request with a ``seed`` its own RNG (per-request generator), so its samples do not depend on
+        what else the server batches with it: the same batch independence as the transformers backend
+        (though not the same samples).
         """
-        import httpx
-
         sampling = _check_request(prompts, n, sampling)
         per_prompt = _prompt_seeds(prompts, seed, seeds)
-        results: list[list[Generation]] = []
-        for prompt, prompt_seed in zip(prompts, per_prompt, strict=True):
-            body = {
+        bodies = [
+            {
                 "model": self.model,
                 "prompt": prompt,
                 "n": n,
@@ -442,16 +507,27 @@ class VllmServerGenerator:
                 "seed": prompt_seed,
                 "logprobs": 0,  # returns the sampled tokens, so each choice's token count is known
             }
-            try:
-                resp = self._http().post("/completions", json=body)
-            except httpx.HTTPError as err:
-                raise ModelError(f"vLLM request to {self.base_url}/completions failed: {err}") from None
-            if resp.status_code != 200:
-                raise ModelError(
-                    f"vLLM {self.base_url}/completions answered {resp.status_code}: {resp.text[:500]}"
-                )
-            results.append(self._parse(resp.json(), n))
-        return results
+            for prompt, prompt_seed in zip(prompts, per_prompt, strict=True)
+        ]
+        client = self._http()
+        if len(bodies) == 1 or self.max_in_flight == 1:
+            return [self._request(client, body, n) for body in bodies]
+        with ThreadPoolExecutor(max_workers=min(self.max_in_flight, len(bodies))) as pool:
+            futures = [pool.submit(self._request, client, body, n) for body in bodies]
+            return [f.result() for f in futures]
+
+    def _request(self, client: httpx.Client, body: dict[str, Any], n: int) -> list[Generation]:
+        import httpx
+
+        try:
+            resp = client.post("/completions", json=body)
+        except httpx.HTTPError as err:
+            raise ModelError(f"vLLM request to {self.base_url}/completions failed: {err}") from None
+        if resp.status_code != 200:
+            raise ModelError(
+                f"vLLM {self.base_url}/completions answered {resp.status_code}: {resp.text[:500]}"
+            )
+        return self._parse(resp.json(), n)
 
     def _parse(self, payload: dict[str, Any], n: int) -> list[Generation]:
         choices = sorted(payload["choices"], key=lambda c: c["index"])
@@ -472,7 +548,10 @@ class VllmServerGenerator:
         return out
 
     def close(self) -> None:
-        """Close the HTTP client (the server keeps running)."""
+        """Close the HTTP client and stop the per-stage server this generator owns (idempotent)."""
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None

@@ -1,10 +1,25 @@
 """Policy-gradient update from advantage rows (spec §4) and supervised warm-start fine-tuning.
 
 :func:`rl_update` is one RL step for one model (policy or reward model): PPO-clip with a k3 KL penalty
-against π_old, the checkpoint that generated the data. The loop is written in torch on top of TRL's
-``selective_log_softmax``: TRL 1.16's ``GRPOTrainer._compute_loss`` neither clamps the log-ratio to
-[−10, 10] nor the k3 exponent (spec §4 does both), and its sampler shuffles rows while the spec keeps
-file order, so its private hook cannot reproduce the spec's objective exactly.
+against π_old, the checkpoint that generated the data. Weights are always loaded as fp32 (the master
+weights AdamW updates, whatever dtype the checkpoint was saved in) and saved as fp32, because every RL
+step reloads the saved checkpoint with a fresh optimizer (spec §4): bf16 weights would round an lr-1e-6
+update away. ``training.dtype`` only sets the autocast dtype of forward/backward passes.
+
+Where it runs (:class:`Placement`, from config ``training``): one process in-process on
+``training.device``, or, when ``training.processes > 1`` or the strategy is fsdp/deepspeed, workers
+launched as ``accelerate launch --config_file infra/accelerate/<strategy>.yaml --num_processes N -m
+rla_core.models.train_worker <spec>`` in their own process group (:mod:`rla_core.procs`): the stage
+stays a batch job, a worker's failure fails the stage with the worker's error, nothing outlives it.
+Both paths run the same loop (:func:`train_loop`) and give the same weights up to float reduction order.
+
+Why a hand-written loop on :class:`accelerate.Accelerator` and not ``transformers.Trainer``/TRL: TRL
+1.16's ``GRPOTrainer._compute_loss`` clamps neither the log-ratio nor the k3 exponent (spec §4 does
+both); ``Trainer``'s distributed sampler pads uneven shards by repeating rows (``even_batches``), which
+would train some rows twice; its loss is rescaled by the micro-steps actually taken, not the spec's
+constant ``/grad_accum`` (the last optimizer step differs); and the π_old pre-pass must see exactly
+the micro-batches of the first update pass to be bit-identical. The distribution itself (DDP, FSDP,
+ZeRO-3, mixed precision) is accelerate's; this module only decides which rows each rank sees.
 
 Example:
     >>> rows = pl.DataFrame({"prompt": ["go"], "response": [" north"], "advantage": [1.0]})
@@ -15,22 +30,28 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import math
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
-from rla_core.config import LoraConfig, TrainConfig
-from rla_core.errors import ModelError
+from rla_core import progress
+from rla_core.config import LoraConfig, TrainConfig, TrainingConfig
+from rla_core.errors import ModelError, ProcessError
 from rla_core.models.bootstrap import validate_checkpoint
+from rla_core.procs import ProcessGroup, default_runtime_dir
 
 if TYPE_CHECKING:
     import torch
@@ -41,6 +62,13 @@ log = logging.getLogger(__name__)
 LOG_RATIO_CLAMP = 10.0
 SFT_BATCH_SIZE = 8
 SFT_GRAD_CLIP = 1.0
+# The worker module `accelerate launch` runs: run, not imported, so declared for the stage code version.
+WORKER_MODULE = "rla_core.models.train_worker"
+CODE_RESOURCES = ("train_worker.py",)
+ACCELERATE_CONFIG_DIR = Path(__file__).resolve().parents[2] / "infra" / "accelerate"
+ACCELERATE_CONFIGS = {"ddp": "ddp.yaml", "fsdp": "fsdp.yaml", "deepspeed": "deepspeed_zero3.yaml"}
+_MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
+_ERROR_SEPARATOR = "\n--- traceback ---\n"  # = train_worker.ERROR_SEPARATOR (the worker is not imported)
 
 
 @dataclass(frozen=True)
@@ -50,10 +78,85 @@ class _Row:
     advantage: float
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where and how an update runs: config ``training`` with the device resolved.
+
+    ``device`` is ``cpu`` or ``cuda[:N]``; ``dtype`` the autocast dtype (fp32 = none); ``processes`` > 1
+    or a ``strategy`` other than ddp launches accelerate workers; ``threads`` caps torch CPU threads
+    (shared by the workers); ``timeout_s`` bounds a launched update.
+    """
+
+    device: str = "cpu"
+    dtype: str = "fp32"
+    processes: int = 1
+    strategy: str = "ddp"
+    threads: int | None = None
+    timeout_s: float | None = None
+
+    @classmethod
+    def from_config(cls, training: TrainingConfig, *, threads: int | None = None) -> Placement:
+        return cls(
+            device=resolve_device(training.device),
+            dtype=str(training.dtype.value),
+            processes=training.processes,
+            strategy=str(training.strategy.value),
+            threads=threads,
+            timeout_s=training.worker_timeout_s,
+        )
+
+    @property
+    def launched(self) -> bool:
+        return self.processes > 1 or self.strategy != "ddp"
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``; ``cuda*`` without a GPU is an error."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(
+            f"training.device={device!r} but torch sees no CUDA device; set training.device=cpu or auto"
+        )
+    return device
+
+
+def accelerate_config(strategy: str) -> Path:
+    """The accelerate config file of ``strategy`` in ``infra/accelerate/``; a typed error when missing."""
+    path = ACCELERATE_CONFIG_DIR / ACCELERATE_CONFIGS.get(strategy, f"{strategy}.yaml")
+    if not path.is_file():
+        raise ModelError(
+            f"no accelerate config {path} for training.strategy={strategy!r}; strategies: "
+            f"{sorted(ACCELERATE_CONFIGS)} with their files in {ACCELERATE_CONFIG_DIR}"
+        )
+    return path
+
+
+def launch_argv(strategy: str, processes: int, dtype: str, spec_path: Path) -> list[str]:
+    """The ``accelerate launch`` command line of a multi-process update (the same on CPU and GPU)."""
+    return [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--config_file", str(accelerate_config(strategy)),
+        "--num_processes", str(processes), "--num_machines", "1",
+        "--mixed_precision", _MIXED_PRECISION[dtype], "--dynamo_backend", "no",
+        "--main_process_port", "0",
+        "-m", WORKER_MODULE, str(spec_path),
+    ]  # fmt: skip
+
+
 def rl_update(
-    model_dir: Path, rows: pl.DataFrame, *, cfg: TrainConfig, out_dir: Path, seed: int, lora: LoraConfig
+    model_dir: Path,
+    rows: pl.DataFrame,
+    *,
+    cfg: TrainConfig,
+    out_dir: Path,
+    seed: int,
+    lora: LoraConfig,
+    placement: Placement | None = None,
 ) -> dict[str, float]:
-    """One RL update of the checkpoint ``model_dir`` from ``rows`` (spec §4); writes ``out_dir``.
+    """One RL update of the checkpoint ``model_dir`` from ``rows`` (spec §4); writes ``out_dir`` (fp32).
 
     Reads columns ``prompt``, ``response``, ``advantage`` (extra columns are ignored), in file order.
     Rows whose prompt exceeds ``cfg.max_prompt_len`` tokens are dropped; responses are right-truncated
@@ -64,19 +167,23 @@ def rl_update(
         L_pg = −mean_t min(ρ_t·A, clip(ρ_t, 1−ε, 1+ε)·A)
         k3_t = exp(clamp(logπ_old − logπθ, −10, 10)) − 1 − (logπ_old − logπθ);  L_kl = β·mean_t k3_t
 
-    and the step loss is Σ_rows (L_pg + L_kl) / grad_accum with grad_accum = ceil(N / update_per_step),
-    so ≈ ``update_per_step`` AdamW steps (constant LR, grad-norm clip) happen. An empty batch or all-zero
-    advantages make no step: the input checkpoint is copied and ``noop=1`` is recorded.
+    and an optimizer step's loss is Σ_rows (L_pg + L_kl) / G over its G = ceil(N / update_per_step)
+    consecutive rows, so ≈ ``update_per_step`` AdamW steps (constant LR, grad-norm clip) happen. With
+    W processes each step's G rows are split across the ranks (the effective batch stays G rows; DDP's
+    gradient mean is undone by a factor W). An empty batch or all-zero advantages make no step: the
+    input checkpoint is copied and ``noop=1`` is recorded. ``placement`` defaults to one CPU process.
 
     Returns metrics: loss, pg_loss, kl, clip_fraction, grad_norm (means; pre-clip norm), kl_first_micro_step,
     rows_in, rows_used, rows_dropped_prompt_too_long, rows_dropped_empty, rows_truncated,
-    optimizer_steps, noop (and noop_empty_batch / noop_zero_advantages).
+    optimizer_steps, grad_accum (= G), processes, loop_s (seconds of π_old pass + updates, rank 0), noop
+    (and noop_empty_batch / noop_zero_advantages).
     """
-    import torch
-    from trl.trainer.utils import selective_log_softmax
+    from transformers import AutoTokenizer
 
+    placement = placement or Placement()
     _require_columns(rows, ("prompt", "response", "advantage"), "rl_update")
-    model, tokenizer = _load(model_dir)
+    validate_checkpoint(Path(model_dir))
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prepared, counts = _prepare_rl_rows(rows, tokenizer, cfg)
     metrics: dict[str, float] = {"rows_in": float(rows.height), **counts, "rows_used": float(len(prepared))}
     if not prepared or all(r.advantage == 0.0 for r in prepared):
@@ -85,59 +192,278 @@ def rl_update(
         _write_atomically(out_dir, lambda tmp: _copy_checkpoint(Path(model_dir), tmp))
         return {**metrics, "noop": 1.0, f"noop_{reason}": 1.0, "optimizer_steps": 0.0}
 
-    device = next(model.parameters()).device
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        grad_accum = math.ceil(len(prepared) / cfg.update_per_step)
-        groups = _partition(len(prepared), grad_accum, cfg.micro_batch_size)
-        # Same micro-batches as the update, so π_old and the first πθ pass are bit-identical.
-        old_logps = _old_logps(model, prepared, groups, device, selective_log_softmax)
-        model = _maybe_lora(model, lora)
+    if placement.launched:
+        stats: dict[str, float] = {}
+
+        def write(tmp: Path) -> None:
+            stats.update(_launch(Path(model_dir), prepared, cfg, lora, seed, placement, tmp))
+
+        _write_atomically(out_dir, write)
+        return {**metrics, **stats, "noop": 0.0}
+
+    model = load_fp32(Path(model_dir))
+    runtime = LocalRuntime(placement.device, placement.dtype)
+    with torch_rng(seed, placement.device):
+        model, stats = train_loop(model, prepared, cfg=cfg, lora=lora, runtime=runtime)
+    model = _maybe_merge(model, lora)
+    _write_atomically(out_dir, lambda tmp: _save(model.to("cpu"), tokenizer, tmp))
+    return {**metrics, **stats, "noop": 0.0}
+
+
+def _launch(
+    model_dir: Path,
+    prepared: list[_Row],
+    cfg: TrainConfig,
+    lora: LoraConfig,
+    seed: int,
+    placement: Placement,
+    out: Path,
+) -> dict[str, float]:
+    """Run the update in ``placement.processes`` accelerate workers; they write the checkpoint to ``out``."""
+    work = Path(tempfile.mkdtemp(prefix=".rla-train-", dir=out.parent))
+    try:
+        spec = {
+            "model_dir": str(model_dir),
+            "out_dir": str(out),
+            "metrics_path": str(work / "metrics.json"),
+            "error_dir": str(work),
+            "rows": [asdict(r) for r in prepared],
+            "cfg": cfg.model_dump(mode="json"),
+            "lora": lora.model_dump(mode="json"),
+            "seed": seed,
+            "device": placement.device,
+            "dtype": placement.dtype,
+            "threads": placement.threads,
+        }
+        spec_path = work / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        env = dict(os.environ)
+        if placement.device == "cpu":
+            per = max(1, (placement.threads or os.cpu_count() or 1) // placement.processes)
+            env["OMP_NUM_THREADS"] = str(per)
+        argv = launch_argv(placement.strategy, placement.processes, placement.dtype, spec_path)
+        what = f"training workers ({placement.strategy}, {placement.processes} processes)"
+        log.info("launching %s: %s", what, " ".join(argv))
+        group = ProcessGroup.start(
+            argv, kind="train", runtime_dir=default_runtime_dir("train"), log_path=work / "workers.log",
+            env=env, what=what,
+        )  # fmt: skip
+        with group:
+            code = group.wait(placement.timeout_s)
+        if code != 0:
+            errors = sorted(work.glob("error-rank*.txt"))
+            detail = "\n".join(p.read_text(errors="replace").split(_ERROR_SEPARATOR)[0] for p in errors)
+            raise ProcessError(
+                f"{what} failed with exit code {code}: {detail or '(no worker error recorded)'}\n"
+                f"last lines of the workers' log:\n{group.log_tail(40)}"
+            )
+        metrics: dict[str, float] = json.loads((work / "metrics.json").read_text())
+        return metrics
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --- the update loop, shared by the in-process and the accelerate path ------------------------------
+
+
+class TrainRuntime(Protocol):
+    """What :func:`train_loop` needs from where it runs (:class:`LocalRuntime`, the worker's accelerate one)."""
+
+    rank: int
+    world: int
+    device: Any
+
+    def prepare(self, model: Any, make_optimizer: Callable[[list[Any]], Any]) -> tuple[Any, Any]: ...
+    def autocast(self) -> contextlib.AbstractContextManager[Any]: ...
+    def sync_context(self, model: Any, sync: bool) -> contextlib.AbstractContextManager[Any]: ...
+    def backward(self, loss: Any, sync: bool) -> None: ...
+    def clip_and_step(self, model: Any, optimizer: Any, max_norm: float) -> float: ...
+    def reduce_sum(self, values: list[float]) -> list[float]: ...
+
+
+class LocalRuntime:
+    """One process on one device: autocast (and a grad scaler for fp16) around plain torch."""
+
+    rank = 0
+    world = 1
+    is_main = True
+
+    def __init__(self, device: str, dtype: str) -> None:
+        import torch
+
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.scaler = torch.amp.GradScaler(self.device.type) if dtype == "fp16" else None
+
+    def prepare(self, model: Any, make_optimizer: Callable[[list[Any]], Any]) -> tuple[Any, Any]:
+        model = model.to(self.device)
+        return model, make_optimizer([p for p in model.parameters() if p.requires_grad])
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        import torch
+
+        if self.dtype == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=_torch_dtype(self.dtype))
+
+    def sync_context(self, model: Any, sync: bool) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()  # one process: nothing to synchronise
+
+    def backward(self, loss: Any, sync: bool) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+
+    def clip_and_step(self, model: Any, optimizer: Any, max_norm: float) -> float:
+        import torch
+
+        if self.scaler is not None:
+            self.scaler.unscale_(optimizer)
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(
+        norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        if self.scaler is not None:
+            self.scaler.step(optimizer)
+            self.scaler.update()
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    def reduce_sum(self, values: list[float]) -> list[float]:
+        return values
+
+
+def train_loop(
+    model: Any, prepared: list[_Row], *, cfg: TrainConfig, lora: LoraConfig, runtime: TrainRuntime
+) -> tuple[Any, dict[str, float]]:
+    """The spec §4 update of ``model`` (fp32 weights) on this rank's share of ``prepared``.
+
+    ``runtime`` is a :class:`LocalRuntime` or the worker's accelerate runtime. Every rank sees the same
+    number of micro-batches per optimizer step (padding micro-batches carry weight 0), so collective
+    calls inside forward/backward (FSDP/ZeRO-3 gathers, DDP reductions) line up. Returns the prepared
+    (possibly wrapped) model and metrics summed over all ranks.
+    """
+    import torch
+    from trl.trainer.utils import selective_log_softmax
+
+    n = len(prepared)
+    group_rows = math.ceil(n / cfg.update_per_step)
+    plan = plan_micro_batches(n, group_rows, cfg.micro_batch_size, runtime.rank, runtime.world)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model = _maybe_lora(model, lora)
+
+    def make_optimizer(params: list[Any]) -> Any:
+        return torch.optim.AdamW(
             params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay
         )
-        model.train()
-        sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0}
-        clipped_tokens = 0
-        total_tokens = 0
-        grad_norms: list[float] = []
-        kl_first: float | None = None
-        for group in groups:
-            for idx in group:
-                batch = [prepared[i] for i in idx]
-                logps, mask = _response_logps(model, batch, device, selective_log_softmax)
-                old = _pad_like([old_logps[i] for i in idx], logps)
-                adv = torch.tensor([r.advantage for r in batch], dtype=logps.dtype, device=device)[:, None]
-                pg, kl, clipped = _ppo_k3(logps, old, adv, mask, cfg.clip_eps)
-                per_row = pg + cfg.kl_beta * kl
-                (per_row.sum() / grad_accum).backward()
-                if kl_first is None:
-                    kl_first = float(kl.detach().mean())
-                sums["loss"] += float(per_row.detach().sum())
-                sums["pg_loss"] += float(pg.detach().sum())
-                sums["kl"] += float(kl.detach().sum())
-                clipped_tokens += int(clipped)
-                total_tokens += int(mask.sum())
-            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)))
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
 
-    model = _maybe_merge(model, lora)
-    _write_atomically(out_dir, lambda tmp: _save(model, tokenizer, tmp))
-    n = float(len(prepared))
-    return {
-        **metrics,
-        "loss": sums["loss"] / n,
-        "pg_loss": sums["pg_loss"] / n,
-        "kl": sums["kl"] / n,
+    model, optimizer = runtime.prepare(model, make_optimizer)
+    device = runtime.device
+    started = time.perf_counter()
+    # π_old before any update, over exactly the micro-batches of the update pass (bit-identical first pass).
+    model.eval()
+    old: list[list[Any]] = []
+    with torch.no_grad():
+        for group in plan:
+            old.append([])
+            for micro in group:
+                with runtime.autocast():
+                    logps, _ = _response_logps(
+                        model, [prepared[i] for i, _ in micro], device, selective_log_softmax
+                    )
+                old[-1].append(logps.float())
+    model.train()
+    scale = runtime.world / group_rows  # DDP averages over ranks; the spec divides the step sum by G
+    sums = [0.0, 0.0, 0.0, 0.0, 0.0]  # loss, pg, kl, clipped tokens, tokens
+    grad_norms: list[float] = []
+    kl_first: float | None = None
+    for g, group in enumerate(plan):
+        for m, micro in enumerate(group):
+            sync = m == len(group) - 1
+            real = micro[0][1] > 0.0  # padding micro-batches hold only weight-0 rows
+            batch = [prepared[i] for i, _ in micro]
+            # DDP decides at forward time whether this backward all-reduces: both run in sync_context.
+            with runtime.sync_context(model, sync):
+                with runtime.autocast():
+                    logps, mask = _response_logps(model, batch, device, selective_log_softmax)
+                logps, mask = logps.float(), mask.float()
+                adv = torch.tensor([r.advantage for r in batch], dtype=torch.float32, device=device)[:, None]
+                pg, kl, clipped = _ppo_k3(logps, old[g][m], adv, mask, cfg.clip_eps)
+                per_row = pg + cfg.kl_beta * kl
+                runtime.backward(per_row.sum() * (scale if real else 0.0), sync)
+            if not real:
+                continue
+            if kl_first is None:
+                kl_first = float(kl.detach().mean())
+            sums[0] += float(per_row.detach().sum())
+            sums[1] += float(pg.detach().sum())
+            sums[2] += float(kl.detach().sum())
+            sums[3] += float(clipped)
+            sums[4] += float(mask.sum())
+        grad_norms.append(runtime.clip_and_step(model, optimizer, cfg.grad_clip))
+    loss, pg_sum, kl_sum, clipped_tokens, total_tokens = runtime.reduce_sum(sums)
+    return model, {
+        "loss": loss / n,
+        "pg_loss": pg_sum / n,
+        "kl": kl_sum / n,
         "kl_first_micro_step": float(kl_first or 0.0),
-        "clip_fraction": clipped_tokens / max(total_tokens, 1),
+        "clip_fraction": clipped_tokens / max(total_tokens, 1.0),
         "grad_norm": sum(grad_norms) / len(grad_norms),
         "optimizer_steps": float(len(grad_norms)),
-        "grad_accum": float(grad_accum),
-        "noop": 0.0,
+        "grad_accum": float(group_rows),
+        "processes": float(runtime.world),
+        "loop_s": time.perf_counter() - started,
     }
+
+
+def plan_micro_batches(
+    n: int, group_rows: int, micro: int, rank: int, world: int
+) -> list[list[list[tuple[int, float]]]]:
+    """This rank's (row index, weight) micro-batches per optimizer step, rows in file order.
+
+    Optimizer step k covers rows [k·G, min((k+1)·G, n)); they are cut into ``world`` contiguous chunks
+    of ceil(size/world) rows, rank r takes chunk r, split into micro-batches of ``micro`` rows. Ranks
+    with fewer micro-batches than the busiest rank get padding micro-batches (the step's first row with
+    weight 0), so every rank runs the same number of forward/backward passes.
+
+    >>> plan_micro_batches(5, 5, 2, 1, 2)  # rows 0-2 on rank 0 (2 micro-batches), 3-4 on rank 1
+    [[[(3, 1.0), (4, 1.0)], [(0, 0.0)]]]
+    """
+    plan = []
+    for start in range(0, n, group_rows):
+        stop = min(start + group_rows, n)
+        chunk = math.ceil((stop - start) / world)
+        lo, hi = min(start + rank * chunk, stop), min(start + (rank + 1) * chunk, stop)
+        mine = [[(i, 1.0) for i in range(m, min(m + micro, hi))] for m in range(lo, hi, micro)]
+        busiest = math.ceil(min(chunk, stop - start) / micro)
+        mine += [[(start, 0.0)]] * (busiest - len(mine))
+        plan.append(mine)
+    return plan
+
+
+@contextmanager
+def torch_rng(seed: int, device: str) -> Iterator[None]:
+    """Seed torch for the update without disturbing the caller's RNG state."""
+    import torch
+
+    devices = [torch.device(device).index or 0] if device.startswith("cuda") else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+def load_fp32(model_dir: Path) -> Any:
+    """The checkpoint's model with fp32 weights, whatever dtype it was saved in (explicit, never inferred)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    validate_checkpoint(Path(model_dir))
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
 def sft(
@@ -190,6 +516,8 @@ def sft(
         torch.manual_seed(seed)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
         model.train()
+        batches = math.ceil(len(prepared) / SFT_BATCH_SIZE)
+        counter = progress.start("SFT", total=epochs * batches, unit="optimizer steps")
         for _ in range(epochs):
             order = torch.randperm(len(prepared), generator=gen).tolist()
             total, count = 0.0, 0
@@ -202,9 +530,11 @@ def sft(
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 steps += 1
+                counter.advance(1, rows=len(batch))
                 total += float(loss.detach()) * len(batch)
                 count += len(batch)
             epoch_losses.append(total / count)
+        counter.finish()
     _write_atomically(out_dir, lambda tmp: _save(model, tokenizer, tmp))
     return {
         **metrics,
@@ -290,40 +620,6 @@ def _response_logps(
     return out, mask
 
 
-def _partition(n: int, grad_accum: int, micro: int) -> list[list[list[int]]]:
-    """Row indices in file order: optimizer-step groups of ``grad_accum`` rows, split into micro-batches."""
-    groups = []
-    for g_start in range(0, n, grad_accum):
-        g_stop = min(g_start + grad_accum, n)
-        groups.append([list(range(m, min(m + micro, g_stop))) for m in range(g_start, g_stop, micro)])
-    return groups
-
-
-def _old_logps(
-    model: Any, rows: list[_Row], groups: list[list[list[int]]], device: Any, sls: Any
-) -> list[Any]:
-    import torch
-
-    model.eval()
-    result: list[Any] = [None] * len(rows)
-    with torch.no_grad():
-        for group in groups:
-            for idx in group:
-                logps, _ = _response_logps(model, [rows[i] for i in idx], device, sls)
-                for j, i in enumerate(idx):
-                    result[i] = logps[j, : len(rows[i].response_ids)].clone()
-    return result
-
-
-def _pad_like(parts: list[Any], like: Any) -> Any:
-    import torch
-
-    out = torch.zeros_like(like)
-    for i, p in enumerate(parts):
-        out[i, : p.shape[0]] = p
-    return out
-
-
 def _prepare_rl_rows(
     rows: pl.DataFrame, tokenizer: Any, cfg: TrainConfig
 ) -> tuple[list[_Row], dict[str, float]]:
@@ -361,12 +657,11 @@ def _require_columns(rows: pl.DataFrame, names: Sequence[str], where: str) -> No
 
 
 def _load(model_dir: Path) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """fp32 model (see :func:`load_fp32`) and tokenizer of a checkpoint."""
+    from transformers import AutoTokenizer
 
-    validate_checkpoint(Path(model_dir))
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    return model, tokenizer
+    model = load_fp32(model_dir)
+    return model, AutoTokenizer.from_pretrained(model_dir)
 
 
 def _maybe_lora(model: Any, lora: LoraConfig) -> Any:

@@ -1,133 +1,89 @@
-"""In-namespace launcher of the code sandbox. Runs as root, as pid 1 of a fresh pid namespace.
+"""In-sandbox launcher: pid 1 of the run's pid namespace; forks the program with its rlimits and reaps.
 
-``runner.py`` starts it through ``unshare --net --pid --fork --mount --ipc --uts --kill-child
---mount-proc``; it is never imported. It (1) joins the run's pids cgroup, (2) hides the host's
-writable directories behind private tmpfs mounts and remounts ``/`` read-only (mount namespace only),
-(3) forks the program as the unprivileged sandbox user with rlimits and a scrubbed environment, and
-(4) reaps children like an init until the program exits. When it exits, the kernel kills every process
-left in the pid namespace, so daemons the program leaves behind die with it.
+``runner.py`` passes this file's text to the sandbox interpreter as ``python -S -I -B -c <text>
+STATUS_FD CPU_S AS_BYTES FSIZE_BYTES NPROC NOFILE`` inside bubblewrap (``--as-pid-1``); it is never
+imported. By then bwrap has built the filesystem view and the namespaces, and the process runs as the
+unprivileged sandbox user with no capabilities, ``no_new_privs`` and the seccomp filter. What is left
+here is what bwrap does not do:
 
-Its one argument is a hex-encoded ``marshal`` dict (see ``runner._launch_config``). It
-reports to a status file descriptor, not to
-stdout/stderr (those belong to the program): one line ``exit CODE``, ``signal SIGNUM`` or
-``setup_error MESSAGE``. Stdlib only, so it starts fast under ``python -S -I``.
+* **rlimits** (in the forked child only, so they bound the program and not this init): CPU seconds,
+  address space, file size (caps stdout, a host file, too), processes, open files, no core. A hard
+  limit is only ever lowered, never set above the one inherited, and the program cannot raise it again
+  (that needs CAP_SYS_RESOURCE).
+* **running the program** in the child, in a fresh ``__main__`` namespace, as ``python main.py`` would
+  (``__name__ == "__main__"``, ``__file__``, ``sys.argv``; an uncaught exception exits with status 1
+  and a traceback on stderr; ``SystemExit`` sets the status). The child is a fork of this already
+  started interpreter, so no second interpreter start-up is paid.
+* **init duties**: as pid 1 it reaps orphans until the program exits, then reports ``exit CODE`` or
+  ``signal SIGNUM`` on STATUS_FD (closed in the child before any program code runs, so the program
+  cannot write there) and exits; the kernel then kills and reaps whatever the program left in the
+  namespace, and bwrap (our parent) reaps us, so no process of a run outlives it. Signals from inside
+  the namespace cannot kill pid 1 (the kernel drops those it has no handler for; SIGINT is reset to
+  the default for that reason).
+
+Stdlib only and nothing imported but ``os``, ``resource``, ``signal``, ``sys``, so it adds about a
+millisecond.
 """
 
-import ctypes
-import marshal
 import os
 import resource
+import signal
 import sys
-from typing import Any
 
-MS_RDONLY = 1
-MS_NOSUID = 2
-MS_NODEV = 4
-MS_REMOUNT = 32
-MS_BIND = 4096
-PR_SET_NO_NEW_PRIVS = 38
-EXIT_SETUP_FAILED = 125
+PROGRAM = "/tmp/main.py"
 
 
-def _mount(libc: ctypes.CDLL, source: str, target: str, fstype: str, flags: int, data: str) -> None:
-    rc = libc.mount(
-        source.encode(),
-        target.encode(),
-        fstype.encode() if fstype else None,
-        ctypes.c_ulong(flags),
-        data.encode() if data else None,
+def _lower(which: int, soft: int, hard: int) -> None:
+    _, cur_hard = resource.getrlimit(which)
+    if cur_hard != resource.RLIM_INFINITY:
+        hard = min(hard, cur_hard)
+    resource.setrlimit(which, (min(soft, hard), hard))
+
+
+def _run_program(cpu_s: int, as_bytes: int, fsize_bytes: int, nproc: int, nofile: int) -> None:
+    _lower(resource.RLIMIT_CPU, cpu_s, cpu_s + 1)  # SIGXCPU at the soft limit, SIGKILL a second later
+    _lower(resource.RLIMIT_AS, as_bytes, as_bytes)
+    _lower(resource.RLIMIT_FSIZE, fsize_bytes, fsize_bytes)
+    _lower(resource.RLIMIT_NPROC, nproc, nproc)
+    _lower(resource.RLIMIT_NOFILE, nofile, nofile)
+    _lower(resource.RLIMIT_CORE, 0, 0)
+    path = PROGRAM  # a local: the module globals are cleared below
+    with open(path, "rb") as fh:
+        code = compile(fh.read(), path, "exec", dont_inherit=True)
+    sys.argv[:] = [path]
+    namespace = sys.modules["__main__"].__dict__
+    builtins = namespace["__builtins__"]
+    namespace.clear()
+    namespace.update(
+        __name__="__main__",
+        __file__=path,
+        __cached__=None,
+        __doc__=None,
+        __builtins__=builtins,
+        __loader__=None,
+        __package__=None,
+        __spec__=None,
     )
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {fstype or source} on {target} failed: {os.strerror(err)}")
-
-
-def _write_status(fd: int, payload: dict[str, Any]) -> None:
-    # One "key value" line; json would import re, which costs more start-up than all the rest.
-    ((key, value),) = payload.items()
-    os.write(fd, f"{key} {value}".replace("\n", " ").encode() + b"\n")
-
-
-def _setup(cfg: dict[str, Any]) -> ctypes.CDLL:
-    if cfg["cgroup"]:
-        # "0" = the writing process; children inherit the cgroup, so pids.max bounds the whole tree.
-        with open(os.path.join(cfg["cgroup"], "cgroup.procs"), "w") as fh:
-            fh.write("0")
-    with open(cfg["program"], "rb") as fh:
-        program = fh.read()
-    libc = ctypes.CDLL(None, use_errno=True)
-    uid, gid = cfg["uid"], cfg["gid"]
-    # The program's only writable place: a size-capped tmpfs owned by the sandbox user (disk fill is
-    # bounded by its size, and it vanishes with the mount namespace).
-    _mount(
-        libc,
-        "tmpfs",
-        "/tmp",
-        "tmpfs",
-        MS_NOSUID | MS_NODEV,
-        f"size={cfg['tmpfs_kb']}k,mode=0700,uid={uid},gid={gid}",
-    )
-    for path in ("/var/tmp", "/dev/shm", "/run/lock"):
-        if os.path.isdir(path):
-            # Root-owned and tiny: the sandbox user cannot write to the host's world-writable dirs.
-            _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=16k,mode=0755")
-    _mount(libc, "none", "/", "", MS_REMOUNT | MS_BIND | MS_RDONLY, "")
-    main_path = "/tmp/main.py"
-    with open(main_path, "wb") as fh:
-        fh.write(program)
-    os.chmod(main_path, 0o644)
-    return libc
-
-
-def _child(cfg: dict[str, Any], libc: ctypes.CDLL) -> None:
-    lim = cfg["limits"]
-    pairs = [
-        (resource.RLIMIT_CPU, lim["cpu_s"], lim["cpu_s"] + 1),
-        (resource.RLIMIT_AS, lim["memory_bytes"], lim["memory_bytes"]),
-        (resource.RLIMIT_FSIZE, lim["file_size_bytes"], lim["file_size_bytes"]),
-        (resource.RLIMIT_NPROC, lim["nproc"], lim["nproc"]),
-        (resource.RLIMIT_NOFILE, lim["nofile"], lim["nofile"]),
-        (resource.RLIMIT_CORE, 0, 0),
-    ]
-    for which, soft, hard in pairs:
-        resource.setrlimit(which, (soft, hard))
-    os.setgroups([])
-    os.setgid(cfg["gid"])
-    os.setuid(cfg["uid"])
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    os.chdir("/tmp")
-    python = cfg["python"]
-    os.execve(python, [python, "-S", "-I", "-B", "/tmp/main.py"], cfg["env"])
+    exec(code, namespace)
 
 
 def main() -> None:
-    cfg = marshal.loads(bytes.fromhex(sys.argv[1]))
-    # Opened by the host before unshare: a file opened here would pin the mount copy writable and
-    # make the read-only remount of / fail with EBUSY.
-    status_fd = cfg["status_fd"]
-    os.set_inheritable(status_fd, False)
-    try:
-        libc = _setup(cfg)
-        pid = os.fork()
-    except OSError as exc:
-        _write_status(status_fd, {"setup_error": f"launcher set-up: {exc}"})
-        os._exit(EXIT_SETUP_FAILED)
+    status_fd, cpu_s, as_bytes, fsize_bytes, nproc, nofile = (int(v) for v in sys.argv[1:7])
+    pid = os.fork()
     if pid == 0:
-        try:
-            _child(cfg, libc)
-        except OSError as exc:
-            _write_status(status_fd, {"setup_error": f"dropping privileges / exec: {exc}"})
-        os._exit(EXIT_SETUP_FAILED)
+        os.close(status_fd)
+        # Returns into the interpreter's normal exit path: flushes stdout, exit status as for a script.
+        _run_program(cpu_s, as_bytes, fsize_bytes, nproc, nofile)
+        return
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     while True:
-        # As pid 1 we inherit orphans; reap them until the program itself exits.
         reaped, status = os.waitpid(-1, 0)
         if reaped == pid:
             break
     if os.WIFSIGNALED(status):
-        _write_status(status_fd, {"signal": os.WTERMSIG(status)})
+        os.write(status_fd, f"signal {os.WTERMSIG(status)}\n".encode())
     else:
-        _write_status(status_fd, {"exit": os.WEXITSTATUS(status)})
+        os.write(status_fd, f"exit {os.WEXITSTATUS(status)}\n".encode())
     os._exit(0)
 
 

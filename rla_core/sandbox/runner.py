@@ -1,23 +1,62 @@
 """Sandboxed execution of untrusted Python programs (spec §1.1 step 3 "execute").
 
-Each run gets, in this order of defence:
+A program sees a minimal, read-only filesystem: the interpreter, its standard library and the
+shared libraries they need; a private, size-capped writable ``/tmp`` holding ``main.py``; ``/proc`` of
+its own pid namespace; a read-only ``/dev`` with the usual character devices. Nothing else of the host
+exists for it (no checkout, ground-truth tests, artifact root, model cache, ``/etc``, ``/home``, ...).
+The namespace and mount plumbing is Debian's ``bubblewrap`` (``bwrap``, installed by
+``scripts/setup.sh``); the steps bwrap does not do run around it in this order, one ``exec`` chain
+per run started by :meth:`Sandbox.run_program`:
 
-* an unprivileged user (``rla-sandbox``): the host runs as root, and root ignores RLIMIT_NPROC and
-  may signal any process, so untrusted code never runs as root;
-* fresh namespaces via ``unshare``: network (no interface but a down loopback), pid (the program
-  tree dies with the namespace's init), mount (private ``/tmp`` tmpfs, ``/`` read-only), ipc, uts;
-* a pids cgroup per run (``pids.max``), so a fork bomb cannot starve sibling runs of the shared
-  sandbox user's process count;
-* rlimits: CPU seconds, address space, file size (caps stdout too), processes, open files, no core;
-* a fresh host working directory for program/stdin/stdout/stderr, removed afterwards;
-* a scrubbed environment (no host variable reaches the program);
-* a wall-time timeout that SIGKILLs the process group; ``unshare --kill-child`` then kills the
-  namespace init and with it every process of the run;
-* a check that the run's cgroup is empty afterwards (no surviving process).
+1. **join the run's pids cgroup** (``/bin/sh``, still root): the shell writes ``0`` (itself) to the
+   run's ``cgroup.procs`` and then execs the rest, so every later process of the run, bwrap's
+   included, is born inside the cgroup and ``pids.max`` bounds the whole tree. It is the host side
+   (root) that writes, and before any untrusted ``exec``: the sandbox user can never move itself out.
+2. **drop privileges** (``setpriv``): to the ``rla-sandbox`` user and group, no supplementary groups,
+   ``no_new_privs``, empty inheritable and bounding capability sets. The host runs as root, and root
+   would ignore RLIMIT_NPROC and could signal any process; bwrap itself therefore never runs as root
+   (nor setuid): it builds its namespaces as an unprivileged user.
+3. **namespaces, view, capabilities, seccomp** (``bwrap``): new user, pid, network (loopback only),
+   ipc, uts and cgroup namespaces (``--unshare-all``), no nested user namespaces
+   (``--disable-userns``), no capabilities (``--cap-drop ALL``), a new session (no ``TIOCSTI`` into a
+   terminal), a cleared environment, ``--die-with-parent``, and the seccomp filter below.
+   ``--json-status-fd`` reports an exit status only if the ``exec`` of the command happened, which
+   tells bwrap's own set-up failure (a :class:`SandboxError`) from anything the program does.
+4. **init, rlimits, program** (``_launcher.py``, pid 1 of the namespace via ``--as-pid-1``): it forks
+   the program, which sets its rlimits (CPU seconds, address space, file size, which caps stdout too,
+   processes, open files, no core; only ever lowered) and runs ``main.py`` as ``__main__``; pid 1
+   reaps orphans and reports the exact exit status or signal on a descriptor the program never holds.
+   When it exits, the kernel kills and reaps the rest of the namespace and bwrap reaps pid 1, so no
+   zombie is left to the host's init (bwrap's own pid 1 would be: its monitor exits without reaping).
+5. **wall timeout** (host): a pidfd wakes the host at bwrap's exit; past ``wall_s`` it SIGKILLs every
+   process in the run's cgroup but bwrap's monitor, which then reaps pid 1 and exits (the namespace
+   died with pid 1); bwrap's process group is SIGKILLed too if it does not.
+6. **leftover check** (host): the run's cgroup must drain (no process left: daemons included) before
+   it is removed; survivors are SIGKILLed and reported as a :class:`SandboxError`. The host working
+   directory (program, stdin, stdout, stderr, statuses) is removed afterwards.
 
-If the host cannot provide one of these (not root, no ``unshare``, no sandbox user, no pids
-cgroup, namespaces refused) :class:`Sandbox` raises :class:`~rla_core.errors.SandboxError` at
-set-up. It never falls back to running code unsandboxed.
+**Seccomp and capabilities.** bwrap already drops every capability and sets ``no_new_privs``, and a
+program in a user namespace without capabilities cannot mount, and cannot see or signal processes of
+other runs or of the host. What remains reachable as the sandbox user are kernel interfaces that do
+not need capabilities but are shared across runs or large attack surface. Since bwrap loads a filter
+from a file descriptor at no measurable cost, a small deny-list returns ``EPERM`` for: ``ptrace`` and
+``process_vm_*`` (no tracing or reading other processes' memory), the ``mount`` family, ``unshare``
+and ``setns``, the keyring calls (``add_key``, ``request_key``, ``keyctl``: the user keyring is shared
+by every run of the sandbox user, a channel from one run to the next), ``bpf``, ``perf_event_open``,
+``userfaultfd``, ``io_uring_*`` and module/kexec/swap/reboot/syslog/acct/quota calls; any other
+architecture's calling convention (i386 ``int 0x80``, x32) is refused too. A deny-list keeps every
+Python feature a program can legitimately use working; the namespaces and the view carry the
+isolation, the filter only narrows the kernel surface. Syscall tables exist for x86-64 and aarch64
+(numbers from the kernel's uapi headers); another architecture is a :class:`SandboxError` at set-up.
+
+Known limit: the program runs as the same (namespaced) user as its pid 1, so a program that goes out
+of its way (writing ``/proc/1/mem``) could tamper with pid 1. It gains nothing by that: the exit status
+it could forge is one it can produce itself, and a missing status is recorded as the program's runtime
+error, never as a sandbox failure; the view, namespaces, limits and cgroup do not depend on pid 1.
+
+If the host cannot provide any of this (not root, no ``bwrap``/``setpriv``/``ldd``, no sandbox user,
+no pids cgroup, user namespaces refused, the interpreter unreadable for the sandbox user) :class:`Sandbox`
+raises :class:`~rla_core.errors.SandboxError` at set-up. It never falls back to running code unsandboxed.
 
 Example:
     >>> sb = Sandbox()                                   # doctest: +SKIP
@@ -27,35 +66,81 @@ Example:
 
 from __future__ import annotations
 
-import marshal
+import json
 import math
 import os
+import platform
 import pwd
 import select
 import shutil
 import signal
+import struct
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from rla_core.errors import SandboxError
 
 SANDBOX_USER = "rla-sandbox"
 PIDS_CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
+# Files this module runs rather than imports: part of the code version of every stage that uses it.
+CODE_RESOURCES = ("_launcher.py",)
 _LAUNCHER = Path(__file__).with_name("_launcher.py")
-_LAUNCHER_SETUP_FAILED = 125
+# Processes of a run that are not the program's: bwrap's monitor and the launcher (pid 1); in pids.max.
+_BWRAP_PROCESSES = 2
 # What the program sees as its environment: nothing from the host.
 _SANDBOX_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 _STDERR_KEEP_BYTES = 8192
 _CGROUP_DRAIN_S = 2.0
+# After a timeout kill of the namespace, how long bwrap's monitor gets to reap pid 1 and exit.
+_MONITOR_EXIT_S = 1.0
+# Joins the run's cgroup as root, then becomes the rest of the command line (setpriv ... bwrap ...).
+_JOIN_CGROUP = 'echo 0 > "$0/cgroup.procs" && exec "$@"'
+# Extension modules the probe imports when the interpreter has them: their shared libraries must be
+# inside the view (a missing one fails at set-up, not in the middle of a run).
+_PROBE_MODULES = ("_ctypes", "_decimal", "_hashlib", "_bz2", "_lzma", "zlib", "_sqlite3", "_ssl", "_json")
+
+# seccomp: syscalls answered with EPERM (see the module docstring), per architecture.
+_DENIED_SYSCALLS = (
+    "ptrace", "process_vm_readv", "process_vm_writev",
+    "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen", "fsconfig",
+    "fsmount", "fspick", "mount_setattr", "unshare", "setns",
+    "add_key", "request_key", "keyctl",
+    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "iopl", "ioperm",
+    "name_to_handle_at", "open_by_handle_at",
+)  # fmt: skip
+# (AUDIT_ARCH_*, {name: number}); numbers from asm/unistd_64.h (x86-64) and asm-generic/unistd.h.
+_SYSCALL_TABLES: dict[str, tuple[int, dict[str, int]]] = {
+    "x86_64": (0xC000003E, {
+        "ptrace": 101, "syslog": 103, "pivot_root": 155, "chroot": 161, "acct": 163, "mount": 165,
+        "umount2": 166, "swapon": 167, "swapoff": 168, "reboot": 169, "iopl": 172, "ioperm": 173,
+        "init_module": 175, "delete_module": 176, "quotactl": 179, "kexec_load": 246, "add_key": 248,
+        "request_key": 249, "keyctl": 250, "unshare": 272, "perf_event_open": 298,
+        "name_to_handle_at": 303, "open_by_handle_at": 304, "setns": 308, "process_vm_readv": 310,
+        "process_vm_writev": 311, "finit_module": 313, "kexec_file_load": 320, "bpf": 321,
+        "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
+        "fspick": 433, "mount_setattr": 442,
+    }),
+    "aarch64": (0xC00000B7, {
+        "umount2": 39, "mount": 40, "pivot_root": 41, "chroot": 51, "quotactl": 60, "acct": 89,
+        "unshare": 97, "kexec_load": 104, "init_module": 105, "delete_module": 106, "syslog": 116,
+        "ptrace": 117, "reboot": 142, "add_key": 217, "request_key": 218, "keyctl": 219, "swapon": 224,
+        "swapoff": 225, "perf_event_open": 241, "name_to_handle_at": 264, "open_by_handle_at": 265,
+        "setns": 268, "process_vm_readv": 270, "process_vm_writev": 271, "finit_module": 273,
+        "bpf": 280, "userfaultfd": 282, "kexec_file_load": 294, "io_uring_setup": 425,
+        "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428, "move_mount": 429,
+        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+    }),
+}  # fmt: skip
 
 
 class ErrorKind(StrEnum):
@@ -152,12 +237,108 @@ def sandbox_user_processes(user: str = SANDBOX_USER) -> list[int]:
     return found
 
 
-def _find_python() -> str:
-    # The program interpreter must be fully readable by the sandbox user; a venv under /root is not.
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return sys.executable
+def seccomp_filter(machine: str | None = None) -> bytes:
+    """The seccomp program for ``bwrap --seccomp``: classic BPF answering the denied syscalls with EPERM.
+
+    ``machine`` is ``platform.machine()``'s name (default: this host's). Layout: refuse any other
+    architecture's calling convention, refuse x32 numbers, compare the syscall number with each denied
+    one, allow the rest.
+
+    Example:
+        >>> len(seccomp_filter("x86_64")) % 8, len(seccomp_filter("x86_64")) // 8
+        (0, 47)
+    """
+    machine = machine or platform.machine()
+    if machine not in _SYSCALL_TABLES:
+        raise SandboxError(
+            f"no seccomp syscall table for architecture {machine!r} (have {sorted(_SYSCALL_TABLES)}); "
+            "add its numbers from the kernel's uapi unistd headers to rla_core.sandbox.runner._SYSCALL_TABLES"
+        )
+    audit_arch, numbers = _SYSCALL_TABLES[machine]
+    nrs = sorted({numbers[name] for name in _DENIED_SYSCALLS if name in numbers})
+    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    n = len(nrs)
+    # (code, jump-if-true, jump-if-false, k); a jump skips that many following instructions.
+    prog = [
+        (ld_abs, 0, 0, 4),  # A = seccomp_data.arch
+        (jeq, 1, 0, audit_arch),
+        (ret, 0, 0, deny),
+        (ld_abs, 0, 0, 0),  # A = seccomp_data.nr
+        (jge, n + 1, 0, 0x40000000),  # x32 ABI bit set -> deny
+        *((jeq, n - k, 0, nr) for k, nr in enumerate(nrs)),
+        (ret, 0, 0, allow),
+        (ret, 0, 0, deny),
+    ]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
+def _view_args(paths: Iterable[str]) -> list[str]:
+    """bwrap arguments exposing ``paths`` read-only at their host locations, symlinks included.
+
+    Each path is walked component by component: a symlink on the way is recreated in the view (and
+    its target exposed in turn), the resolved file or directory is bound read-only. A bind inside
+    another bound directory is dropped, and so is a symlink that such a bind already contains.
+    """
+    binds: set[str] = set()
+    links: dict[str, str] = {}
+
+    def expose(path: str, depth: int) -> None:
+        if depth > 40:
+            raise SandboxError(f"too many levels of symbolic links while exposing {path} to the sandbox")
+        parts = Path(path).parts
+        cur = parts[0]
+        for i, comp in enumerate(parts[1:], start=1):
+            nxt = os.path.join(cur, comp)
+            if os.path.islink(nxt):
+                target = os.readlink(nxt)
+                links[nxt] = target
+                expose(os.path.join(os.path.normpath(os.path.join(cur, target)), *parts[i + 1 :]), depth + 1)
+                return
+            cur = nxt
+        if not os.path.exists(cur):
+            raise SandboxError(f"{cur} (needed by the sandbox interpreter) does not exist")
+        binds.add(cur)
+
+    for p in paths:
+        expose(os.path.abspath(p), 0)
+
+    def inside(p: str, dirs: Iterable[str]) -> bool:
+        return any(p.startswith(d.rstrip("/") + "/") for d in dirs)
+
+    kept = sorted(b for b in binds if not inside(b, binds))
+    args: list[str] = []
+    for b in kept:
+        args += ["--ro-bind", b, b]
+    for link in sorted(links):
+        if not inside(link, kept):
+            args += ["--symlink", links[link], link]
+    return args
+
+
+def _interpreter_paths(python: str, ldd: str) -> list[str]:
+    """Host paths the interpreter needs: itself, its module search path, its shared libraries' dirs."""
+    try:
+        query = subprocess.run(
+            [python, "-S", "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
+            capture_output=True,
+            text=True,
+            env={},
+            timeout=30,
+            check=True,
+        )
+        libs = subprocess.run([ldd, python], capture_output=True, text=True, env={}, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxError(f"cannot inspect the sandbox interpreter {python}: {exc}") from exc
+    paths = [python, *(p for p in json.loads(query.stdout) if os.path.exists(p))]
+    for line in libs.stdout.splitlines():
+        # "\tlibm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x...)" or "\t/lib64/ld-linux-x86-64.so.2 (0x...)"
+        words = line.split()
+        lib = words[2] if len(words) > 2 and words[1] == "=>" else words[0] if words else ""
+        if lib.startswith("/"):
+            # The whole directory: extension modules of the stdlib load their libraries from it too.
+            paths += [lib, os.path.dirname(lib)]
+    return paths
 
 
 class Sandbox:
@@ -165,6 +346,7 @@ class Sandbox:
 
     ``python`` is the interpreter for programs (default: the system python3, which the sandbox user
     can read). ``max_parallel`` bounds concurrent runs in :meth:`run_many` (0 = number of cores).
+    ``bwrap`` is the bubblewrap binary (default: ``bwrap`` on ``PATH``).
     """
 
     def __init__(
@@ -174,14 +356,21 @@ class Sandbox:
         python: str | None = None,
         max_parallel: int = 0,
         work_root: str | None = None,
+        bwrap: str | None = None,
     ) -> None:
         self.python = python or _find_python()
         self.max_parallel = max_parallel or (os.cpu_count() or 1)
         self.work_root = work_root
-        self._unshare = shutil.which("unshare")
+        self._bwrap = bwrap or shutil.which("bwrap")
+        self._setpriv = shutil.which("setpriv")
+        self._ldd = shutil.which("ldd")
         self._check_host(user)
         pw = pwd.getpwnam(user)
         self.uid, self.gid = pw.pw_uid, pw.pw_gid
+        assert self._ldd is not None
+        self._seccomp = seccomp_filter()
+        self._launcher = _LAUNCHER.read_text(encoding="utf-8")
+        self._prefix = self._command_prefix(_view_args(_interpreter_paths(self.python, self._ldd)))
         self._cgroup_parent = PIDS_CGROUP_ROOT / "rla-sandbox"
         self._cgroup_parent.mkdir(exist_ok=True)
         self._probe()
@@ -189,9 +378,20 @@ class Sandbox:
     def _check_host(self, user: str) -> None:
         missing = []
         if os.geteuid() != 0:
-            missing.append("root (needed to switch to the sandbox user and mount private /tmp); run as root")
-        if self._unshare is None:
-            missing.append("the 'unshare' binary (util-linux); apt-get install util-linux")
+            missing.append(
+                "root (needed to join per-run cgroups and switch to the sandbox user); run as root"
+            )
+        if self._bwrap is None or not os.access(self._bwrap, os.X_OK):
+            missing.append(
+                "bubblewrap (the 'bwrap' binary, the sandbox's namespace and filesystem isolation); "
+                "apt-get install bubblewrap (scripts/setup.sh does)"
+            )
+        if self._setpriv is None:
+            missing.append("the 'setpriv' binary (util-linux); apt-get install util-linux")
+        if self._ldd is None:
+            missing.append("the 'ldd' binary (libc-bin), used to find the interpreter's shared libraries")
+        if not os.access("/bin/sh", os.X_OK):
+            missing.append("/bin/sh")
         try:
             pwd.getpwnam(user)
         except KeyError:
@@ -206,42 +406,113 @@ class Sandbox:
         if missing:
             raise SandboxError("cannot set up the code sandbox; missing: " + "; ".join(missing))
 
+    def _command_prefix(self, view: list[str]) -> list[str]:
+        """The per-run command up to (not including) the per-run parts; see the module docstring."""
+        assert self._bwrap is not None and self._setpriv is not None
+        env: list[str] = []
+        for key, value in _SANDBOX_ENV.items():
+            env += ["--setenv", key, value]
+        return [
+            self._setpriv,
+            f"--reuid={self.uid}",
+            f"--regid={self.gid}",
+            "--clear-groups",
+            "--no-new-privs",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            self._bwrap,
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--cap-drop",
+            "ALL",
+            "--die-with-parent",
+            "--as-pid-1",
+            "--new-session",
+            "--hostname",
+            "sandbox",
+            "--clearenv",
+            *env,
+            *view,
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--remount-ro",
+            "/dev",
+        ]
+
     def _probe(self) -> None:
-        probe = "import json, math, sys\nprint(sys.version_info[0], input())"
+        probe = (
+            "import importlib, importlib.util, sys\n"
+            "bad = []\n"
+            f"for name in {list(_PROBE_MODULES)!r}:\n"
+            "    try:\n"
+            "        if importlib.util.find_spec(name) is not None:\n"
+            "            importlib.import_module(name)\n"
+            "    except ImportError as exc:\n"
+            "        bad.append(f'{name}: {exc}')\n"
+            "print(sys.version_info[0], input(), *bad, sep='|')\n"
+        )
         res = self.run_program(probe, "probe\n", limits=Limits(wall_s=10.0, cpu_s=5))
-        if res.error_kind is not ErrorKind.OK or res.stdout.split() != ["3", "probe"]:
+        if res.error_kind is not ErrorKind.OK or res.stdout.strip().split("|") != ["3", "probe"]:
             raise SandboxError(
                 f"sandbox probe run failed with {self.python} as '{SANDBOX_USER}': kind={res.error_kind}, "
-                f"exit={res.exit_code}, signal={res.signal}, stderr={res.stderr[-500:]!r}, detail={res.detail!r}. "
-                "Check that the interpreter and its stdlib are readable by the sandbox user "
-                "(pass python=... to Sandbox)"
+                f"exit={res.exit_code}, signal={res.signal}, stdout={res.stdout[-500:]!r}, "
+                f"stderr={res.stderr[-500:]!r}, detail={res.detail!r}. Check that the interpreter, its "
+                "stdlib and its shared libraries are readable by the sandbox user (pass python=... to Sandbox)"
             )
 
-    def _launch_config(self, workdir: Path, cgroup: Path, limits: Limits, status_fd: int) -> dict[str, Any]:
-        return {
-            "program": str(workdir / "main.py"),
-            "status_fd": status_fd,
-            "cgroup": str(cgroup),
-            "uid": self.uid,
-            "gid": self.gid,
-            "python": self.python,
-            "env": _SANDBOX_ENV,
-            "tmpfs_kb": limits.tmpfs_kb,
-            "limits": {
-                "cpu_s": limits.cpu_s,
-                "memory_bytes": limits.memory_mb * 1024 * 1024,
-                # One byte more than allowed, so an over-long stdout is detectable by its size.
-                "file_size_bytes": limits.output_kb * 1024 + 1,
-                # Shared by all runs of the user; per-run isolation comes from the cgroup's pids.max.
-                "nproc": limits.max_processes * self.max_parallel + 16,
-                "nofile": limits.max_open_files,
-            },
-        }
+    def _command(
+        self, cgroup: Path, limits: Limits, *, program_fd: int, seccomp_fd: int, json_fd: int, status_fd: int
+    ) -> list[str]:
+        lim = [
+            status_fd,
+            limits.cpu_s,
+            limits.memory_mb * 1024 * 1024,
+            # One byte more than allowed, so an over-long stdout is detectable by its size.
+            limits.output_kb * 1024 + 1,
+            # Per user namespace on current kernels; the per-run bound is the cgroup's pids.max.
+            (limits.max_processes + _BWRAP_PROCESSES) * self.max_parallel + 16,
+            limits.max_open_files,
+        ]
+        return [
+            "/bin/sh",
+            "-c",
+            _JOIN_CGROUP,
+            str(cgroup),
+            *self._prefix,
+            "--size",
+            str(limits.tmpfs_kb * 1024),
+            "--perms",
+            "0700",
+            "--tmpfs",
+            "/tmp",
+            "--file",
+            str(program_fd),
+            "/tmp/main.py",
+            "--remount-ro",
+            "/",
+            "--chdir",
+            "/tmp",
+            "--seccomp",
+            str(seccomp_fd),
+            "--json-status-fd",
+            str(json_fd),
+            "--",
+            self.python,
+            "-S",
+            "-I",
+            "-B",
+            "-c",
+            self._launcher,
+            *map(str, lim),
+        ]
 
     def run_program(self, code: str, stdin: str, *, limits: Limits) -> ExecResult:
         """Run ``code`` with ``stdin`` under ``limits``; never raises for program misbehaviour.
 
-        Raises SandboxError only when the sandbox itself fails (launcher set-up, leaked processes).
+        Raises SandboxError only when the sandbox itself fails (bwrap set-up, leaked processes).
         """
         workdir = Path(tempfile.mkdtemp(prefix="rla-sbx-", dir=self.work_root))
         cgroup = self._cgroup_parent / f"run-{uuid.uuid4().hex}"
@@ -249,83 +520,88 @@ class Sandbox:
             (workdir / "main.py").write_text(code, encoding="utf-8")
             (workdir / "stdin.txt").write_text(stdin, encoding="utf-8")
             cgroup.mkdir()
-            (cgroup / "pids.max").write_text(str(limits.max_processes))
+            (cgroup / "pids.max").write_text(str(limits.max_processes + _BWRAP_PROCESSES))
             return self._execute(workdir, cgroup, limits)
         finally:
             self._drain_cgroup(cgroup)
             shutil.rmtree(workdir, ignore_errors=False)
 
     def _execute(self, workdir: Path, cgroup: Path, limits: Limits) -> ExecResult:
-        assert self._unshare is not None  # checked in _check_host
-        cmd = [
-            self._unshare,
-            "--net",
-            "--pid",
-            "--fork",
-            "--mount",
-            "--ipc",
-            "--uts",
-            "--kill-child",
-            "--mount-proc",
-            sys.executable,
-            "-S",
-            "-I",
-            "-B",
-            str(_LAUNCHER),
-        ]
         timed_out = False
         start = time.perf_counter()
-        with (
-            open(workdir / "stdin.txt", "rb") as fin,
-            open(workdir / "stdout", "wb") as fout,
-            open(workdir / "stderr", "wb") as ferr,
-            open(workdir / "status.txt", "wb") as fstatus,
-        ):
-            # pass_fds keeps the descriptor's number; the launcher is told which one it is.
-            cmd.append(marshal.dumps(self._launch_config(workdir, cgroup, limits, fstatus.fileno())).hex())
-            proc = subprocess.Popen(
-                cmd,
-                stdin=fin,
-                stdout=fout,
-                stderr=ferr,
-                env={},
-                cwd=workdir,
-                start_new_session=True,
-                pass_fds=(fstatus.fileno(),),
-            )
-            # Popen.wait(timeout=) polls with sleeps of up to 50 ms; a pidfd wakes us at the exit itself.
-            pidfd = os.pidfd_open(proc.pid)
-            try:
-                ready, _, _ = select.select([pidfd], [], [], limits.wall_s)
-            finally:
-                os.close(pidfd)
-            if not ready:
-                timed_out = True
-                # unshare leads the session's process group; its --kill-child takes the namespace down.
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        seccomp_fd = os.memfd_create("rla-sandbox-seccomp")
+        try:
+            os.write(seccomp_fd, self._seccomp)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
+            with (
+                open(workdir / "stdin.txt", "rb") as fin,
+                open(workdir / "stdout", "wb") as fout,
+                open(workdir / "stderr", "wb") as ferr,
+                open(workdir / "bwrap-status.json", "wb") as fjson,
+                open(workdir / "status.txt", "wb") as fstatus,
+                open(workdir / "main.py", "rb") as fprog,
+            ):
+                fds = {
+                    "program_fd": fprog.fileno(),
+                    "seccomp_fd": seccomp_fd,
+                    "json_fd": fjson.fileno(),
+                    "status_fd": fstatus.fileno(),
+                }
+                proc = subprocess.Popen(
+                    self._command(cgroup, limits, **fds),
+                    stdin=fin,
+                    stdout=fout,
+                    stderr=ferr,
+                    env={},
+                    cwd=workdir,
+                    start_new_session=True,
+                    pass_fds=tuple(fds.values()),  # kept at their numbers, which the command line names
+                )
+                # Popen.wait(timeout=) polls with sleeps of up to 50 ms; a pidfd wakes us at the exit itself.
+                pidfd = os.pidfd_open(proc.pid)
+                try:
+                    if not select.select([pidfd], [], [], limits.wall_s)[0]:
+                        timed_out = True
+                        # Everything but bwrap's monitor: pid 1 dies, the namespace with it, and the
+                        # monitor reaps pid 1 and exits. Should it not, its process group goes too.
+                        _kill_all(cgroup, spare=proc.pid)
+                        if not select.select([pidfd], [], [], _MONITOR_EXIT_S)[0]:
+                            os.killpg(proc.pid, signal.SIGKILL)
+                finally:
+                    os.close(pidfd)
+                proc.wait()
+        finally:
+            os.close(seccomp_fd)
         wall = time.perf_counter() - start
-        status = self._read_status(workdir / "status.txt")
-        if "setup_error" in status:
-            raise SandboxError(f"sandbox launcher failed: {status['setup_error']}")
-        if not timed_out and proc.returncode != 0 and not status:
+        bwrap_status = _read_json_status(workdir / "bwrap-status.json")
+        if not timed_out and "exit-code" not in bwrap_status:
+            # No exit status from bwrap: the launcher was never exec'd, so bwrap's own set-up failed.
             raise SandboxError(
-                f"unshare exited with {proc.returncode} before the program ran: "
-                f"{(workdir / 'stderr').read_bytes()[-500:]!r}; are namespaces allowed on this host?"
+                f"bwrap exited with {proc.returncode} before the program ran: "
+                f"{(workdir / 'stderr').read_bytes()[-500:]!r}; are unprivileged user namespaces allowed "
+                "on this host? (sysctl user.max_user_namespaces > 0; on Ubuntu >= 23.10 also "
+                "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap)"
             )
+        key, _, value = (workdir / "status.txt").read_text(encoding="utf-8").partition(" ")
+        exit_code = int(value) if key == "exit" else None
+        sig = int(value) if key == "signal" else None
         out_limit = limits.output_kb * 1024
         stdout_raw = _read_head(workdir / "stdout", out_limit + 1)
         stderr_raw = _read_head(workdir / "stderr", _STDERR_KEEP_BYTES)
-        exit_code = status.get("exit")
-        sig = status.get("signal")
-        kind, detail = _classify(
-            timed_out=timed_out,
-            exit_code=exit_code,
-            sig=sig,
-            stdout_len=len(stdout_raw),
-            out_limit=out_limit,
-            stderr=stderr_raw,
-        )
+        if not timed_out and exit_code is None and sig is None:
+            kind, detail = (
+                ErrorKind.RUNTIME_ERROR,
+                "the sandbox's pid 1 reported no status (killed from inside)",
+            )
+        else:
+            kind, detail = _classify(
+                timed_out=timed_out,
+                exit_code=exit_code,
+                sig=sig,
+                stdout_len=len(stdout_raw),
+                out_limit=out_limit,
+                stderr=stderr_raw,
+            )
         return ExecResult(
             exit_code=exit_code,
             signal=sig,
@@ -335,15 +611,6 @@ class Sandbox:
             wall_s=wall,
             detail=detail,
         )
-
-    @staticmethod
-    def _read_status(path: Path) -> dict[str, Any]:
-        """The launcher's first status line as {key: value} (empty when it was killed first)."""
-        text = path.read_text(encoding="utf-8").strip()
-        if not text:
-            return {}
-        key, _, value = text.splitlines()[0].partition(" ")
-        return {key: int(value) if key in ("exit", "signal") else value}
 
     def _drain_cgroup(self, cgroup: Path) -> None:
         """Wait until no process of the run is left, then remove its cgroup (SandboxError otherwise)."""
@@ -356,11 +623,7 @@ class Sandbox:
             if not left:
                 break
             if time.monotonic() > deadline:
-                for pid in left:
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)
-                    except ProcessLookupError:
-                        continue
+                _kill_all(cgroup)
                 time.sleep(0.05)
                 if procs_file.read_text().split():
                     raise SandboxError(f"processes {left} of a sandbox run survived SIGKILL in {cgroup}")
@@ -381,6 +644,41 @@ class Sandbox:
             return []
         with ThreadPoolExecutor(max_workers=min(self.max_parallel, len(jobs))) as pool:
             return list(pool.map(lambda j: self.run_program(j.code, j.stdin, limits=j.limits), jobs))
+
+
+def _find_python() -> str:
+    # The program interpreter must be fully readable by the sandbox user; a venv under /root is not.
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise SandboxError(
+        "no system python3 at /usr/bin/python3 or /usr/local/bin/python3 for sandboxed programs; "
+        "install one (apt-get install python3) or pass python=... to Sandbox"
+    )
+
+
+def _kill_all(cgroup: Path, *, spare: int | None = None) -> None:
+    """SIGKILL every process in the run's cgroup but ``spare`` (host pids; the sandbox user cannot leave it)."""
+    try:
+        pids = [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+    except FileNotFoundError:
+        return
+    for pid in pids:
+        if pid == spare:
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+
+
+def _read_json_status(path: Path) -> dict[str, int]:
+    """bwrap's --json-status-fd output, merged: ``child-pid`` at start, ``exit-code`` if the program ran."""
+    merged: dict[str, int] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            merged.update(json.loads(line))
+    return merged
 
 
 def _read_head(path: Path, n: int) -> bytes:

@@ -3,7 +3,8 @@
 Each stage in ``tasks/`` asks :func:`adapter_for` for its setting's adapter and calls the same
 methods; the adapters compose the environment, model and algorithm modules of rla_core. They do I/O
 (environments, sandbox, generation) but hold no reward or acceptance rules — those are in
-``rla_core.algo``.
+``rla_core.algo`` (outcomes and pass ratios of programs: ``coding_rewards.score_programs``; task
+accuracy, the same rule in every setting: ``labels.task_accuracy``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,43 @@ def read_jsonl(path: str | Path, *, what: str) -> list[dict[str, Any]]:
     return rows
 
 
+# The one declaration of the stage order (spec §1): the flow runs these, `rla resume --from-stage`
+# invalidates downstream in this order and `rla status` / `rla inspect` list stages by it.
+SETUP_STAGES: tuple[str, ...] = ("seed_tasks", "bootstrap")
+# Iteration 0 runs the setup stages, then evaluates the warm-started policy ("Before").
+ITERATION_ZERO_STAGES: tuple[str, ...] = (*SETUP_STAGES, "evaluate")
+_SIGNAL_STAGES: dict[Setting, tuple[str, ...]] = {
+    Setting.TEXTGAME: ("judge",),  # the reward model judges every step
+    Setting.CODING: ("write_tests", "execute"),  # the reward model writes unit tests; the sandbox runs them
+    Setting.GUI: ("judge",),
+}
+
+
+def signal_stages(setting: Setting) -> tuple[str, ...]:
+    """The stages that produce the reward model's signals in ``setting`` (between rollout and label)."""
+    return _SIGNAL_STAGES[setting]
+
+
+def stage_order(setting: Setting) -> tuple[str, ...]:
+    """The stages of one iteration of ``setting``, in the order the flow runs them.
+
+    Example:
+        >>> stage_order(Setting.CODING)[:4]
+        ('rollout', 'write_tests', 'execute', 'label')
+    """
+    return ("rollout", *signal_stages(setting), "label", "adapt", "train_policy", "train_reward", "evaluate")
+
+
+def iteration_stages(setting: Setting, iteration: int) -> tuple[str, ...]:
+    """The stages iteration ``iteration`` can hold, in flow order (iteration 0: setup and "Before" evaluation).
+
+    Example:
+        >>> iteration_stages(Setting.TEXTGAME, 0)
+        ('seed_tasks', 'bootstrap', 'evaluate')
+    """
+    return ITERATION_ZERO_STAGES if iteration == 0 else stage_order(setting)
+
+
 def task_files(cfg: RunConfig) -> tuple[str, str]:
     """The (training, evaluation) task files of the run's setting."""
     return {
@@ -102,8 +140,6 @@ class SettingAdapter(Protocol):
     ) -> dict[str, pl.DataFrame]:
         """Play ``tasks``; frames by artifact name. Side files (GUI screenshots) go under ``workdir/files``."""
         ...
-
-    def accuracy(self, frames: dict[str, pl.DataFrame]) -> pl.DataFrame: ...
 
     def labels(
         self, cfg: RunConfig, frames: dict[str, pl.DataFrame], *, accepted: set[str]

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from rla_core.algo.coding_rewards import (
-    code_table,
     coding_metrics,
     coding_policy_samples,
     coding_reward_samples,
+    score_programs,
 )
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
 from rla_core.config import RunConfig
@@ -165,22 +165,7 @@ class CodingSetting:
             memory_mb=cfg.coding.memory_limit_mb,
             output_kb=cfg.coding.output_limit_kb,
         )
-        codes = code_table(base, executions).select(
-            "task_id", "rollout_id", "pass_all", "pass_ratio", "n_gt_tests", "gt_passed"
-        )
-        rollouts = (
-            base.drop("outcome", "score", "next_observation")
-            .join(codes, on=["task_id", "rollout_id"], how="left")
-            .with_columns(
-                outcome=pl.when(pl.col("pass_all")).then(1.0).otherwise(-1.0),
-                score=pl.col("pass_ratio"),
-                next_observation=pl.format(
-                    "passed {}/{} GT tests", pl.col("gt_passed"), pl.col("n_gt_tests")
-                ),
-            )
-        )
-        return {"rollouts": validate("rollouts", rollouts.drop("pass_all", "pass_ratio", "n_gt_tests", "gt_passed")),
-                "executions": executions}  # fmt: skip
+        return {"rollouts": score_programs(base, executions), "executions": executions}
 
     def write_tests(
         self, cfg: RunConfig, tasks: list[CodingTask], *, generator: Generator, seed: int, iteration: int
@@ -223,15 +208,6 @@ class CodingSetting:
             output_kb=cfg.coding.output_limit_kb,
         )
 
-    def accuracy(self, frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
-        """acc = share of a task's programs passing all GT tests (spec §0)."""
-        return (
-            frames["rollouts"]
-            .group_by("task_id")
-            .agg(n_rollouts=pl.len(), acc=(pl.col("outcome") > 0).mean())
-            .sort("task_id")
-        )
-
     def labels(
         self, cfg: RunConfig, frames: dict[str, pl.DataFrame], *, accepted: set[str]
     ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
@@ -263,6 +239,8 @@ class CodingSetting:
         from rla_core.coding.rewriter import critic_feedback, pass_rates, proposal_rows, rewrite_prompt
         from rla_core.errors import ConfigError
 
+        if not targets:  # no task needs rewriting: the stage opens no environment model (issue 10)
+            return validate("proposals", pl.DataFrame(schema=_PROPOSAL_SCHEMA))
         if env_model is None:
             raise ConfigError(
                 "coding problems are rewritten by an environment model: set models.environment, or "

@@ -67,10 +67,13 @@ class GuiSetting:
 
         specs = self._specs(cfg.gui.tasks)
         with self.env(cfg) as env:
+            turns = cfg.models.history_turns  # demos show the history the rollouts will show
             return WarmStartData(
-                corpus=corpus_texts(env, specs, seed=seed),
-                policy_rows=policy_demos(env, specs),
-                reward_rows=judge_demos(env, specs, seed=seed, judge_template=self.judge_template),
+                corpus=corpus_texts(env, specs, seed=seed, history_turns=turns),
+                policy_rows=policy_demos(env, specs, history_turns=turns),
+                reward_rows=judge_demos(
+                    env, specs, seed=seed, history_turns=turns, judge_template=self.judge_template
+                ),
             )
 
     def rollout(
@@ -93,17 +96,14 @@ class GuiSetting:
         shots = workdir / SCREENSHOTS if workdir is not None and cfg.gui.screenshots else None
         with self.env(cfg, screenshot_dir=shots) as env:
             rollouts = run_rollouts(
-                [(t.task_id, t.slot_id, t.pending, t.spec) for t in tasks],
+                tasks,
                 env=env, generator=generator, n=n, max_steps=max_steps, sampling=sampling, seed=seed,
-                iteration=iteration,
+                iteration=iteration, history_turns=cfg.models.history_turns,
             )  # fmt: skip
         if workdir is not None:
             prefix = str(workdir) + "/"
             rollouts = rollouts.with_columns(pl.col("observation_ref").str.strip_prefix(prefix))
         return {"rollouts": rollouts}
-
-    def accuracy(self, frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
-        return TextGameSetting().accuracy(frames)
 
     def labels(
         self, cfg: RunConfig, frames: dict[str, pl.DataFrame], *, accepted: set[str]
@@ -122,7 +122,7 @@ class GuiSetting:
     ) -> pl.DataFrame:
         from rla_core.envs.feedback import critic_feedback
         from rla_core.envs.miniwob.rewriter import GuiRewriter, rewrite_gui_tasks
-        from rla_core.envs.rewriter import Goal, RewriteRequest
+        from rla_core.envs.rewriter import RewriteRequest
 
         feedback = critic_feedback(frames["rollouts"], frames["judgments"], max_steps=cfg.rollout.max_steps)
         requests = [
@@ -131,7 +131,7 @@ class GuiSetting:
                 parent_task_id=t.task_id,
                 parent_spec=t.spec,
                 root_spec=t.root_spec,
-                goal=Goal(t.goal.value),
+                goal=t.goal,
                 prev_acc=t.prev_acc,
                 feedback=feedback.get(t.task_id),
             )

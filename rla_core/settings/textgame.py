@@ -1,20 +1,28 @@
-"""The text-game setting (TextWorld, the engine ALFWorld is built on): spec §1.2, §2.1-2.2, §3.2."""
+"""The text-game setting: spec §1.2, §2.1-2.2, §3.2; one setting, two engines (design §1).
+
+``textgame.engine`` picks the engine: generated TextWorld games (``textworld``) or ALFWorld-style
+household games of the ALFRED domain played through TextWorld's PDDL engine (``alfworld``,
+:mod:`rla_core.envs.alfworld`). Both are :class:`~rla_core.envs.base.Environment` s, so rollouts,
+judging, labels and warm start are the same code; only the rewriters differ (ALFWorld: the paper's
+two-token rewrite with an environment model, else the parametric extension).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
-from rla_core.algo.labels import policy_samples, reward_samples, task_accuracy
+from rla_core.algo.labels import policy_samples, reward_samples
 from rla_core.config import RunConfig
 from rla_core.errors import EnvironmentSpecError
 from rla_core.settings import WarmStartData, read_jsonl
 
 if TYPE_CHECKING:
     from rla_core.config import SamplingConfig
+    from rla_core.envs.alfworld.env import AlfworldEnv
     from rla_core.envs.textworld_env import TextWorldEnv
     from rla_core.models.generator import Generator
 
@@ -36,9 +44,15 @@ class TextGameSetting:
 
     judge_template = "judge"
     judge_strict = False
-    env_name = "textworld"
+    env_name = "textworld"  # the default engine; seed_tasks records the configured engine's own name
 
-    def env(self, cfg: RunConfig) -> TextWorldEnv:
+    def env(self, cfg: RunConfig) -> TextWorldEnv | AlfworldEnv:
+        from rla_core.config import TextGameEngine
+
+        if cfg.textgame.engine is TextGameEngine.ALFWORLD:
+            from rla_core.envs.alfworld.env import AlfworldEnv
+
+            return AlfworldEnv(Path(cfg.textgame.game_cache_dir) / "alfworld")
         from rla_core.envs.textworld_env import TextWorldEnv
 
         return TextWorldEnv(Path(cfg.textgame.game_cache_dir))
@@ -48,7 +62,7 @@ class TextGameSetting:
         rows = _spec_rows(cfg.textgame.tasks, what="training task")
         for _slot, spec in rows:
             env.validate_spec(spec)
-        return [(slot, self.env_name, spec) for slot, spec in rows]
+        return [(slot, env.name, spec) for slot, spec in rows]
 
     def eval_tasks(self, cfg: RunConfig, path: str | Path | None) -> list[PlayTask]:
         rows = _spec_rows(path or cfg.textgame.eval_tasks, what="evaluation task")
@@ -59,10 +73,11 @@ class TextGameSetting:
 
         env = self.env(cfg)
         specs = [spec for _slot, _env, spec in self.seed_tasks(cfg)]
+        turns = cfg.models.history_turns  # demos show the history the rollouts will show
         return WarmStartData(
-            corpus=corpus_texts(env, specs, seed=seed),
-            policy_rows=policy_demos(env, specs),
-            reward_rows=judge_demos(env, specs, seed=seed),
+            corpus=corpus_texts(env, specs, seed=seed, history_turns=turns),
+            policy_rows=policy_demos(env, specs, history_turns=turns),
+            reward_rows=judge_demos(env, specs, seed=seed, history_turns=turns),
         )
 
     def rollout(
@@ -82,7 +97,7 @@ class TextGameSetting:
 
         del workdir  # text observations: no side files
         rollouts = run_rollouts(
-            [(t.task_id, t.slot_id, t.pending, t.spec) for t in tasks],
+            tasks,
             env=self.env(cfg),
             generator=generator,
             n=n,
@@ -90,11 +105,9 @@ class TextGameSetting:
             sampling=sampling,
             seed=seed,
             iteration=iteration,
+            history_turns=cfg.models.history_turns,
         )
         return {"rollouts": rollouts}
-
-    def accuracy(self, frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
-        return task_accuracy(frames["rollouts"])
 
     def labels(
         self, cfg: RunConfig, frames: dict[str, pl.DataFrame], *, accepted: set[str]
@@ -123,7 +136,6 @@ class TextGameSetting:
         from rla_core.config import RewriterKind
         from rla_core.envs.feedback import critic_feedback
         from rla_core.envs.rewriter import (
-            Goal,
             LlmRewriter,
             ParametricRewriter,
             RewriteRequest,
@@ -145,21 +157,38 @@ class TextGameSetting:
                 parent_task_id=t.task_id,
                 parent_spec=t.spec,
                 root_spec=t.root_spec,
-                goal=Goal(t.goal.value),
+                goal=t.goal,
                 prev_acc=t.prev_acc,
                 feedback=feedback.get(t.task_id),
             )
             for t in targets
         ]
+        env = self.env(cfg)
+        use_llm = cfg.adaptation.rewriter is RewriterKind.LLM and env_model is not None
         rewriter: TaskRewriter
-        if cfg.adaptation.rewriter is RewriterKind.LLM and env_model is not None:
+        if env.name == "alfworld":
+            from rla_core.envs.alfworld import rewriter as alfw
+
+            alfworld = cast("AlfworldEnv", env)
+            if use_llm and env_model is not None:
+                rewriter = alfw.TwoTokenRewriter(env_model, env=alfworld, sampling=cfg.adaptation.sampling)
+
+                def check(spec: dict[str, Any], request: RewriteRequest) -> str | None:
+                    return alfw.check_two_token(alfworld, spec, request)
+            else:
+                rewriter, check = alfw.ParametricRewriter(), alfw.check_parametric
+            return rewrite_tasks(
+                requests, rewriter=rewriter, env=alfworld, k=cfg.adaptation.candidates, seed=seed,
+                iteration=iteration, check=check,
+            )  # fmt: skip
+        if use_llm and env_model is not None:
             rewriter = LlmRewriter(env_model, sampling=cfg.adaptation.sampling)
         else:
             rewriter = ParametricRewriter()
         return rewrite_tasks(
             requests,
             rewriter=rewriter,
-            env=self.env(cfg),
+            env=env,
             k=cfg.adaptation.candidates,
             seed=seed,
             iteration=iteration,

@@ -10,13 +10,18 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rla_core.config import RunConfig, hash_jsonable
+import polars as pl
+
+from rla_core.config import RunConfig, Setting, hash_jsonable
+from rla_core.errors import ConfigError
 from rla_core.settings import adapter_for
 
 
@@ -31,6 +36,11 @@ class WarmStartResult:
 def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartResult:
     """Resolve the policy and reward model, then SFT each on its demonstrations into ``out_dir``.
 
+    ``seed`` (the bootstrap stage's) is replaced by ``models.warm_start_seed`` when that is set, so runs
+    that differ only in their seed can share one warm start (``rla study``). The judge trains for
+    ``models.reward_warm_start_epochs`` (default: ``warm_start_epochs``) on its demonstrations with
+    ``models.reward_label_noise`` of the labels flipped (:func:`flip_judge_labels`).
+
     Writes ``out_dir/policy`` and ``out_dir/reward`` (Hugging Face checkpoints); the environment model,
     when configured, is resolved as is (it is never trained, spec §1). Metrics are
     namespaced ``policy/warm_start_*`` and ``reward_model/warm_start_*``.
@@ -38,16 +48,28 @@ def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartR
     from rla_core.models.bootstrap import resolve_model
     from rla_core.models.trainer import sft
 
+    if cfg.models.warm_start_seed is not None:
+        seed = cfg.models.warm_start_seed
     data = adapter_for(cfg.setting).warm_start(cfg, seed=seed)
+    reward_rows = data.reward_rows
+    if cfg.models.reward_label_noise > 0:
+        if cfg.setting is Setting.CODING:
+            raise ConfigError(
+                "models.reward_label_noise flips step-judge labels; the coding reward model writes unit "
+                "tests instead: leave it at 0 for setting=coding"
+            )
+        reward_rows = flip_judge_labels(reward_rows, share=cfg.models.reward_label_noise, seed=seed)
     cache = Path(cfg.models.cache_dir)
     metrics: dict[str, float] = {}
     dirs: dict[str, Path] = {}
     for role, ref, rows, prefix in (
         ("policy", cfg.models.policy, data.policy_rows, "policy"),
-        ("reward", cfg.models.reward, data.reward_rows, "reward_model"),
+        ("reward", cfg.models.reward, reward_rows, "reward_model"),
     ):
         base = resolve_model(ref, corpus=data.corpus, cache_dir=cache)
         epochs = cfg.models.warm_start_epochs if cfg.models.warm_start else 0
+        if role == "reward" and cfg.models.warm_start and cfg.models.reward_warm_start_epochs is not None:
+            epochs = cfg.models.reward_warm_start_epochs
         if ref.startswith("tiny:"):
             # Tiny models are named by content hash, so (model, demos, schedule, seed) identifies the result.
             key = hash_jsonable(
@@ -70,6 +92,40 @@ def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartR
     return WarmStartResult(
         policy_dir=dirs["policy"], reward_dir=dirs["reward"], metrics=metrics, environment_dir=env_dir
     )
+
+
+_VERDICT = re.compile(r"(does not move|moves) the task forward\. \\boxed\{(-1|1)\}$")
+
+
+def flip_judge_labels(rows: pl.DataFrame, *, share: float, seed: int) -> pl.DataFrame:
+    """Judge demonstrations with ``round(share · N)`` labels flipped (good ↔ bad), chosen with ``seed``.
+
+    A weak judge for benchmarks: SFT on these rows gives a judge whose votes agree with the engine's
+    optimal actions less often. Reads and writes columns prompt, response; a response that is not a
+    warm-start verdict (``judge_demo_response``) raises ConfigError.
+
+    Example: share 0.5 on 4 rows flips 2 of them: "The action x moves the task forward. \\boxed{1}"
+    becomes "The action x does not move the task forward. \\boxed{-1}".
+    """
+    responses = rows["response"].to_list()
+    flip = set(random.Random(seed).sample(range(len(responses)), round(share * len(responses))))
+    out = []
+    for i, text in enumerate(responses):
+        match = _VERDICT.search(text)
+        if match is None:
+            raise ConfigError(
+                f"judge demonstration {i} is not a step verdict, cannot flip it: {text[-80:]!r}"
+            )
+        if i in flip:
+            good = match.group(2) == "1"
+            verdict = (
+                "does not move the task forward. \\boxed{-1}"
+                if good
+                else "moves the task forward. \\boxed{1}"
+            )
+            text = text[: match.start()] + verdict
+        out.append(text)
+    return rows.with_columns(pl.Series("response", out, dtype=pl.String))
 
 
 def _cached_sft(entry: Path, out: Path, train: Callable[..., dict[str, float]]) -> dict[str, float]:

@@ -404,6 +404,32 @@ class ArtifactStore:
         self._write_atomic(path, info.to_json())
         return info
 
+    def _run_file_path(self, run_id: str, relpath: str) -> str:
+        rel = check_relpath(relpath)
+        top = rel.split("/")[0]
+        if _ITER.match(top) or top in (RUN_INFO_NAME, LOCK_NAME):
+            raise ArtifactError(
+                f"'{relpath}' would land in a stage or run record of run '{run_id}'; run files live in "
+                "their own area (e.g. 'evals/…', 'progress.json')"
+            )
+        return self._fs_path(check_name(run_id, what="run id"), rel)
+
+    def write_run_file(self, run_id: str, relpath: str, data: bytes) -> str:
+        """Atomically write a file of the run outside its iterations (progress record, saved evals).
+
+        Returns its location. Never inside ``iter-*`` directories, ``run.json`` or the lock.
+        """
+        self._write_atomic(self._run_file_path(run_id, relpath), data)
+        return join(self.run_location(run_id), check_relpath(relpath))
+
+    def read_run_file(self, run_id: str, relpath: str) -> bytes | None:
+        """The bytes of a run file written by :meth:`write_run_file`, or None if it does not exist."""
+        return self._read_bytes(self._run_file_path(run_id, relpath))
+
+    def list_run_files(self, run_id: str, relpath: str) -> list[str]:
+        """Base names directly under a run-file directory (empty if it does not exist)."""
+        return self._listdir(self._run_file_path(run_id, relpath))
+
     def lock(self, run_id: str) -> RunLock:
         """The run's lock (not yet acquired); ``with store.lock(run_id):`` holds it for the block."""
         path = self._fs_path(check_name(run_id, what="run id"), LOCK_NAME)

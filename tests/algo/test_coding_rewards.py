@@ -12,12 +12,14 @@ from rla_core.algo.coding_rewards import (
     coding_metrics,
     coding_policy_samples,
     coding_reward_samples,
+    score_programs,
 )
-from rla_core.config import Band, RewardConfig
+from rla_core.config import Band, RewardConfig, load_config
 from rla_core.errors import ArtifactError
 from rla_core.schemas import SCHEMAS, get_schema, validate
 
-# Coding defaults of spec §6: policy filter [0.2, 0.8] on pass-all acc, no RM filter.
+# Policy filter [0.2, 0.8] on pass-all acc; an open RM band so the RM reward cases can be shown on any
+# acc (the coding default RM band is [0.2, 0.8]: test_rm_band_of_the_coding_defaults).
 CODING = RewardConfig(policy_acc_band=Band(low=0.2, high=0.8), rm_acc_band=Band(low=0.0, high=1.0))
 
 
@@ -129,6 +131,21 @@ class TestCodeTable:
             code_table(R_T, GT_T.with_columns(test_kind=pl.lit("synthetic")))
 
 
+class TestScorePrograms:
+    def test_outcome_score_and_observation_of_each_program(self) -> None:
+        # The rows come in reverse order: the output keeps the input's row order.
+        rollouts = R_T.reverse()
+        scored = score_programs(rollouts, pl.concat([GT_T, GEN_T]))  # generated runs do not count
+        assert scored.columns == rollouts.columns
+        assert scored["rollout_id"].to_list() == [3, 2, 1, 0]
+        # GT pass ratios 0/2, 1/2, 2/2, 2/2 → outcome +1 only when all GT tests pass.
+        assert scored["outcome"].to_list() == [-1.0, -1.0, 1.0, 1.0]
+        assert scored["score"].to_list() == [0.0, 0.5, 1.0, 1.0]
+        assert scored["next_observation"].to_list() == [
+            "passed 0/2 GT tests", "passed 1/2 GT tests", "passed 2/2 GT tests", "passed 2/2 GT tests",
+        ]  # fmt: skip
+
+
 class TestCodingPolicySamples:
     def test_z_score_of_pass_ratio(self) -> None:
         samples, stats = coding_policy_samples(R_T, GT_T, cfg=CODING)
@@ -208,6 +225,29 @@ class TestCodingRewardSamples:
         )
         assert samples.height == 0
         assert stats["tasks_no_gt_code"] == 1 and stats["rows_no_gt_code"] == 1
+
+    def test_rm_band_of_the_coding_defaults(self) -> None:
+        cfg = load_config(overrides=["setting=coding"]).reward
+        # Pass-all acc per task: lo 1/5 = 0.2 and hi 4/5 = 0.8 (band edges, inclusive) are kept;
+        # all 2/2 = 1.0 (has GT codes, kept under the old [0, 1] band) and few 1/10 = 0.1 are dropped.
+        shapes = {"lo": (5, 1), "hi": (5, 4), "all": (2, 2), "few": (10, 1)}
+        gt = [_executions(t, "gt", [[i < good] for i in range(n)]) for t, (n, good) in shapes.items()]
+        gen = [
+            _executions(t, "generated", [[i == 0, True] for i in range(n)]) for t, (n, _g) in shapes.items()
+        ]
+        uts = pl.concat([_unit_tests(t, [T, T]) for t in shapes])
+        rollouts = _rollouts({t: n for t, (n, _g) in shapes.items()})
+        samples, stats = coding_reward_samples(rollouts, pl.concat([*gt, *gen]), uts, cfg=cfg)
+        assert sorted(set(samples["task_id"].to_list())) == ["hi", "lo"]
+        assert stats["tasks_out_of_band"] == 2 and stats["rows_out_of_band"] == 4  # 2 tests each
+        assert stats["tasks_kept"] == 2 and stats["rows_kept"] == 4
+        # lo: GT code 0; non-GT 1..4. Test 0 is passed only by code 0 → GT-UT catching all 4 → +4;
+        # test 1 is passed by every code → GT-UT catching none → 0. z-scores over {4, 0}: +1, -1.
+        lo = samples.filter(pl.col("task_id") == "lo")
+        assert lo["reward"].to_list() == [4.0, 0.0] and lo["advantage"].to_list() == [1.0, -1.0]
+        # The policy uses the same band: the same two tasks are kept.
+        policy, _ = coding_policy_samples(rollouts, pl.concat(gt), cfg=cfg)
+        assert sorted(set(policy["task_id"].to_list())) == ["hi", "lo"]
 
     def test_all_equal_rewards_give_zero_advantage_and_are_kept(self) -> None:
         gt = _executions("u", "gt", [[T], [T]])

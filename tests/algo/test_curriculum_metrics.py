@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from rla_core.algo.curriculum import (
+    NO_ROLLOUTS,
     accepted_pending,
     decide_pending,
     register_chosen,
@@ -45,32 +46,56 @@ def test_tasks_to_play_excludes_slots_with_a_pending_rewrite_and_adds_the_pendin
     ]
 
 
-def test_decide_pending_accepts_rejects_and_leaves_unplayed() -> None:
+def test_decide_pending_accepts_rejects_and_rejects_a_variant_without_rollouts() -> None:
     reg, b1 = _registry().propose("b", {"q": 20}, "harder", 1.0, 1)
     reg, c1 = reg.propose("c", {"q": 30}, "easier", 0.0, 1)
     reg, a1 = reg.propose("a", {"q": 10}, "harder", 0.875, 1)
-    # b1: harder, 0.5 < 1.0 and 0.5 ≥ 0.2 → accepted; c1: easier but new acc 0 → rejected; a1 not played.
+    # b1: harder, 0.5 < 1.0 and 0.5 ≥ 0.2 → accepted; c1: easier but new acc 0 → rejected;
+    # a1 was played but produced no rollouts (absent from acc) → rejected 'no_rollouts', acc unknown.
     reg, decisions = decide_pending(reg, _acc(**{b1: 0.5, c1: 0.0}), cfg=CFG, iteration=2)
-    assert decisions.select("task_id", "accepted").rows() == [(b1, True), (c1, False)]
+    assert decisions.select("slot_id", "task_id", "accepted", "acc_after").rows() == [
+        ("a", a1, False, None),
+        ("b", b1, True, 0.5),
+        ("c", c1, False, 0.0),
+    ]
+    assert decisions.filter(pl.col("task_id") == a1)["reason"][0] == NO_ROLLOUTS
     assert "new_acc=0" in decisions.filter(pl.col("task_id") == c1)["reason"][0]
     snap = {r["task_id"]: r["status"] for r in reg.snapshot().iter_rows(named=True)}
     assert snap[b1] == "active" and snap["b-v0"] == "retired"
     assert snap[c1] == "rejected" and snap["c-v0"] == "active"
-    assert snap[a1] == "pending"
+    assert snap[a1] == "rejected" and snap["a-v0"] == "active"  # slot a is free again…
     assert accepted_pending(decisions) == {b1}
+    # …so a-v0 (still too easy at 1.0) can be rewritten in the same step.
+    targets = rewrite_targets(reg, _acc(**{"a-v0": 1.0}), cfg=CFG, iteration=2)
+    assert [(t.slot_id, t.task_id, t.goal.value) for t in targets] == [("a", "a-v0", "harder")]
+
+
+def test_a_variant_accepted_this_step_is_not_rewritten_in_the_same_step() -> None:
+    reg, b1 = _registry().propose("b", {"q": 20}, "harder", 1.0, 1)
+    # Iteration 2: b1 played as pending with acc 0.8 → accepted (0.8 < 1.0, ≥ 0.2). Its acc 0.8 = α_high
+    # would ask for a harder variant, but it was not in the dataset when iteration 2 began.
+    reg, decisions = decide_pending(reg, _acc(**{b1: 0.8, "a-v0": 0.9}), cfg=CFG, iteration=2)
+    assert accepted_pending(decisions) == {b1}
+    targets = rewrite_targets(reg, _acc(**{b1: 0.8, "a-v0": 0.9}), cfg=CFG, iteration=2)
+    assert [(t.slot_id, t.task_id) for t in targets] == [("a", "a-v0")]
+    # One step later it is an ordinary active task of the dataset.
+    later = rewrite_targets(reg, _acc(**{b1: 0.8}), cfg=CFG, iteration=3)
+    assert [(t.slot_id, t.task_id, t.goal.value, t.prev_acc) for t in later] == [("b", b1, "harder", 0.8)]
 
 
 def test_rewrite_targets_use_thresholds_inclusively_and_skip_busy_slots() -> None:
     reg, _ = _registry().propose("c", {"q": 30}, "easier", 0.0, 1)
     # a: 0.8 = α_high → harder; b: 0.2 = α_low → easier (inclusive); c-v0 has a pending rewrite → skipped.
-    targets = rewrite_targets(reg, _acc(**{"a-v0": 0.8, "b-v0": 0.2, "c-v0": 1.0}), cfg=CFG)
+    targets = rewrite_targets(reg, _acc(**{"a-v0": 0.8, "b-v0": 0.2, "c-v0": 1.0}), cfg=CFG, iteration=1)
     assert [(t.slot_id, t.goal.value, t.prev_acc) for t in targets] == [
         ("a", "harder", 0.8),
         ("b", "easier", 0.2),
     ]
     assert targets[0].root_spec == {"q": 1}
     # Coding's strict lower bound: 0.2 is not "too hard" there.
-    strict = rewrite_targets(_registry(), _acc(**{"b-v0": 0.2}), cfg=AdaptationConfig(low_inclusive=False))
+    strict = rewrite_targets(
+        _registry(), _acc(**{"b-v0": 0.2}), cfg=AdaptationConfig(low_inclusive=False), iteration=1
+    )
     assert strict == []
 
 

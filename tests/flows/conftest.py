@@ -70,6 +70,16 @@ def flow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlowEnv]:
     yield FlowEnv(base=base, env=env)
 
 
+@pytest.fixture(scope="session")
+def base_run(flow_env: FlowEnv) -> tuple[Path, str]:
+    """One uninterrupted test-preset run ('base' under <base>/runs), made once per session and never changed
+    by the tests that read it (test_loop compares against it, test_operator reads it)."""
+    root = flow_env.base / "runs"
+    proc = flow_env.rla("run", "--preset", "test", *flow_env.settings(root), "--run-id", "base")
+    (flow_env.base / "base-run.log").write_text(proc.stdout + proc.stderr)  # what the operator saw
+    return root, "base"
+
+
 def kill_group(proc: subprocess.Popen[str]) -> None:
     """SIGKILL a CLI process and everything it started (its Prefect server too)."""
     try:

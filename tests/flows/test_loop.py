@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.loop import SETUP_STAGES, STAGE_ORDER
 from rla_core.config import Setting
+from rla_core.settings import ITERATION_ZERO_STAGES, stage_order
 from rla_core.store import ArtifactStore
 from tests.flows.conftest import FlowEnv, kill_group
 
@@ -43,19 +43,17 @@ def attempt_dirs(root: Path, run_id: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def baseline(flow_env: FlowEnv) -> tuple[Path, str]:
-    """One uninterrupted test-sized run; later tests compare against it."""
-    root = flow_env.base / "runs"
-    flow_env.rla("run", *TEST_RUN, *flow_env.settings(root), "--run-id", "base")
-    return root, "base"
+def baseline(base_run: tuple[Path, str]) -> tuple[Path, str]:
+    """One uninterrupted test-sized run (shared with tests/flows/test_operator.py); later tests compare against it."""
+    return base_run
 
 
 def test_full_run_writes_every_stage_and_logs_metrics(flow_env: FlowEnv, baseline: tuple[Path, str]) -> None:
     root, run_id = baseline
     store = ArtifactStore(str(root))
     done = attempts_in_use(store, run_id)
-    expected = {(0, s) for s in SETUP_STAGES} | {
-        (it, s) for it in (1, 2) for s in STAGE_ORDER[Setting.TEXTGAME]
+    expected = {(0, s) for s in ITERATION_ZERO_STAGES} | {
+        (it, s) for it in (1, 2) for s in stage_order(Setting.TEXTGAME)
     }
     assert set(done) == expected
     # Every iteration has rollouts, judgments and a changed policy checkpoint.
@@ -71,7 +69,7 @@ def test_full_run_writes_every_stage_and_logs_metrics(flow_env: FlowEnv, baselin
         timing = db.execute("select count(*) from metrics where key like 'timing_s/%'").fetchone()[0]
     assert steps == {1, 2}
     assert {"rla.config_hash", "rla.artifact_uri", "rla.run_id"} <= tags
-    assert timing >= 2 * len(STAGE_ORDER[Setting.TEXTGAME])
+    assert timing >= 2 * len(stage_order(Setting.TEXTGAME))
     # The CLI can show what was written.
     shown = flow_env.rla("inspect", run_id, "--iteration", "1", "--artifact", "rollouts", "--root", str(root))
     assert "rollouts of iteration 1" in shown.stdout

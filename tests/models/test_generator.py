@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import math
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from rla_core.config import Backend, ModelsConfig, SamplingConfig, build_config
+from rla_core.config import SamplingConfig, build_config
 from rla_core.errors import ConfigError, ModelError
 from rla_core.models.generator import (
     Generation,
     TransformersGenerator,
-    VllmServerGenerator,
     _RowSampler,
-    open_generator,
 )
 
 PROMPTS = ["You are in a kitchen.", "Goal: take the key and open the chest. Action:", "go"]
@@ -89,28 +86,6 @@ def test_bad_requests_raise_specific_errors(gen: TransformersGenerator) -> None:
         gen.generate(["go"], n=1, sampling=SamplingConfig.model_construct(temperature=-1.0), seed=0)
     with pytest.raises(ConfigError, match="top_p"):
         build_config({"rollout": {"sampling": {"top_p": 1.5}}})
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_unreachable_vllm_endpoint(tiny_model: Path) -> None:
-    url = f"http://127.0.0.1:{_closed_port()}/v1"
-    with pytest.raises(ModelError, match=f"vLLM endpoint {url} is unreachable"):
-        VllmServerGenerator(url, model="x")
-    with pytest.raises(ModelError, match="unreachable"):
-        open_generator(tiny_model, models=ModelsConfig(backend=Backend.VLLM, vllm_base_url=url))
-    with pytest.raises(ModelError, match=r"needs models\.vllm_base_url"):
-        open_generator(tiny_model, models=ModelsConfig(backend=Backend.VLLM))
-    # auto with an unreachable endpoint falls back to transformers.
-    fallback = open_generator(
-        tiny_model, models=ModelsConfig(backend=Backend.AUTO, vllm_base_url=url, device="cpu")
-    )
-    assert isinstance(fallback, TransformersGenerator)
-    fallback.close()
 
 
 def test_missing_model_dir(tmp_path: Path) -> None:

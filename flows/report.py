@@ -1,0 +1,470 @@
+"""`rla report`: one self-contained HTML file per run or study, with interactive plotly figures.
+
+A run report shows learning curves (train success; held-out success with its Wilson 95 % band), the
+reward model's step accuracy and outcome agreement, update health (KL, clip fraction, rows kept,
+zero-advantage share), the task pool (active / pending / accepted / rejected, difficulty knobs) and
+time per stage. A study report overlays the arms (mean over seeds, with the t-interval band when there
+are several seeds) and shows the Table-1-style summary. plotly.js is inlined once, so the file opens
+offline. Each figure is a ``<div class="rla-figure" id="fig-<name>">``; the figures and the HTML are
+also logged to the run's (or study's) MLflow run as artifacts under ``report/``.
+
+Everything is read from the artifact store (manifests and frames), through :func:`flows.study.run_metrics`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from flows.study import (
+    ARM_DESCRIPTIONS,
+    EVAL_HIGH,
+    EVAL_LOW,
+    EVAL_RATE,
+    StudySummary,
+    minutes_text,
+    refresh_study,
+    require_study,
+    run_metrics,
+)
+from rla_core.algo.stats import mean_interval
+from rla_core.errors import RunNotFoundError
+from rla_core.store import ArtifactStore
+
+REPORT_FILE = "report.html"
+ARM_COLORS = {
+    "outcome-only": "#7f7f7f",
+    "policy": "#1f77b4",
+    "reward": "#ff7f0e",
+    "full": "#2ca02c",
+    "stepwise-only": "#9467bd",
+}
+_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+
+@dataclass
+class Report:
+    """A rendered report: title, figures by name, notes on what is missing, and extra HTML sections."""
+
+    title: str
+    figures: dict[str, Any] = field(default_factory=dict)  # name → plotly Figure
+    captions: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    sections_html: list[str] = field(default_factory=list)
+
+    def html(self) -> str:
+        """The whole report as one self-contained HTML document (plotly.js inlined once)."""
+        from plotly.offline import get_plotlyjs
+
+        parts = [
+            "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+            f"<title>{html.escape(self.title)}</title>",
+            "<style>body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px}"
+            "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px}"
+            ".missing{background:#fff3cd;border:1px solid #e0c060;padding:8px 12px}"
+            ".caption{color:#555;font-size:13px;margin:0 0 24px 0}</style>",
+            f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>",
+            f"<h1>{html.escape(self.title)}</h1>",
+        ]
+        if self.missing:
+            items = "".join(f"<li>{html.escape(m)}</li>" for m in self.missing)
+            parts.append(
+                f"<div class='missing' id='missing'><b>Not in this report yet:</b><ul>{items}</ul></div>"
+            )
+        parts.extend(self.sections_html)
+        for name, fig in self.figures.items():
+            div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{name}")
+            parts.append(f"<div class='rla-figure' data-name='{name}'>{div}</div>")
+            if name in self.captions:
+                parts.append(f"<p class='caption'>{html.escape(self.captions[name])}</p>")
+        parts.append("</body></html>")
+        return "\n".join(parts)
+
+
+def _series(frame: pl.DataFrame, metric: str) -> tuple[list[int], list[float]]:
+    rows = frame.filter(pl.col("metric") == metric).sort("iteration")
+    return rows["iteration"].to_list(), rows["value"].to_list()
+
+
+def _ratio(frame: pl.DataFrame, num: str, den: Sequence[str]) -> tuple[list[int], list[float]]:
+    """num / sum(den) per iteration where every part is present and the denominator is positive."""
+    parts = [dict(zip(*_series(frame, m), strict=True)) for m in (num, *den)]
+    its = sorted(set.intersection(*(set(p) for p in parts)))
+    xs, ys = [], []
+    for it in its:
+        total = sum(p[it] for p in parts[1:])
+        if total > 0:
+            xs.append(it)
+            ys.append(parts[0][it] / total)
+    return xs, ys
+
+
+def _layout(fig: Any, title: str, ytitle: str, *, rate: bool = False) -> Any:
+    fig.update_layout(
+        title=title, height=360, margin={"l": 60, "r": 20, "t": 50, "b": 40}, template="plotly_white",
+        legend={"orientation": "h", "y": -0.18},
+    )  # fmt: skip
+    fig.update_xaxes(title_text="iteration", dtick=1)
+    fig.update_yaxes(title_text=ytitle, range=[-0.02, 1.02] if rate else None)
+    return fig
+
+
+def _band(
+    fig: Any, xs: list[int], low: list[float], high: list[float], color: str, name: str, **kw: Any
+) -> None:
+    """A filled interval band (upper edge, then lower edge filled to it), hidden from the legend."""
+    import plotly.graph_objects as go
+
+    fig.add_trace(
+        go.Scatter(x=xs, y=high, mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip",
+                   name=f"{name} (upper)", meta="band", **kw)
+    )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=xs, y=low, mode="lines", line={"width": 0}, fill="tonexty", fillcolor=_alpha(color, 0.18),
+                   showlegend=False, hoverinfo="skip", name=f"{name} (lower)", meta="band", **kw)
+    )  # fmt: skip
+
+
+def _alpha(color: str, a: float) -> str:
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{a})"
+
+
+# ---- run report ------------------------------------------------------------------------------------
+
+
+def run_figures(frame: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """Figures of one run from its metric frame (iteration, metric, value); plus captions and what is missing."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    figures: dict[str, Any] = {}
+    captions: dict[str, str] = {}
+    missing: list[str] = []
+
+    fig = go.Figure()
+    xs, ys = _series(frame, "policy/success_rate")
+    if xs:
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name="train success (rollouts)",
+                                 line={"color": _PALETTE[0]}, meta="train"))  # fmt: skip
+    else:
+        missing.append("train success: no rollout stage has committed yet (`rla resume RUN_ID` continues)")
+    ex, ey = _series(frame, EVAL_RATE)
+    if ex:
+        _, lo = _series(frame, EVAL_LOW)
+        _, hi = _series(frame, EVAL_HIGH)
+        _band(fig, ex, lo, hi, _PALETTE[2], "held-out")
+        fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines+markers", name="held-out success (Wilson 95%)",
+                                 line={"color": _PALETTE[2]}, meta="eval"))  # fmt: skip
+    else:
+        missing.append(
+            "held-out success: no evaluation yet (the evaluate stage of iteration 0 runs right after the "
+            "bootstrap; `rla resume RUN_ID` continues the run)"
+        )
+    figures["learning"] = _layout(fig, "Success rate", "success rate", rate=True)
+    captions["learning"] = (
+        "Train success on the tasks played each iteration; held-out success with its Wilson band."
+    )
+
+    fig = go.Figure()
+    for i, (metric, label) in enumerate(
+        (
+            ("reward_model/step_accuracy", "step accuracy"),
+            ("reward_model/outcome_agreement", "outcome agreement"),
+        )
+    ):
+        xs, ys = _series(frame, metric)
+        if xs:
+            fig.add_trace(
+                go.Scatter(x=xs, y=ys, mode="lines+markers", name=label, line={"color": _PALETTE[i + 3]})
+            )
+    if not fig.data:
+        missing.append("reward-model accuracy: no judge stage has committed yet")
+    figures["reward_model"] = _layout(fig, "Reward model vs the engine", "share", rate=True)
+    captions["reward_model"] = (
+        "Step accuracy: judged steps whose mean vote matches the engine's optimal actions; outcome agreement: "
+        "rollouts whose outcome the mean step vote foresees."
+    )
+
+    fig = make_subplots(
+        rows=1, cols=4, subplot_titles=("KL (k3)", "clip fraction", "rows used", "zero-advantage share")
+    )
+    for role, color in (("policy", _PALETTE[0]), ("reward_model", _PALETTE[1])):
+        for col, metric in enumerate(("kl", "clip_fraction", "rows_used"), start=1):
+            xs, ys = _series(frame, f"{role}/{metric}")
+            if xs:
+                fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"{role} {metric}",
+                                         line={"color": color}, legendgroup=role), row=1, col=col)  # fmt: skip
+        xs, ys = _ratio(
+            frame, f"{role}/rows_zero_advantage", (f"{role}/rows_zero_advantage", f"{role}/rows_kept")
+        )
+        if xs:
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"{role} zero-advantage share",
+                                     line={"color": color}, legendgroup=role), row=1, col=4)  # fmt: skip
+    if not fig.data:
+        missing.append("update health: no training stage has committed yet")
+    figures["update_health"] = _layout(fig, "Update health", "")
+    fig.update_layout(height=380)
+
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for i, status in enumerate(("active", "pending", "accepted", "rejected")):
+        xs, ys = _series(frame, f"env/pool_{status}")
+        if xs:
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=status, line={"color": _PALETTE[i]}),
+                          secondary_y=False)  # fmt: skip
+    for i, key in enumerate(("quest_length", "nb_objects", "world_size")):
+        xs, ys = _series(frame, f"env/mean_{key}")
+        if xs:
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"mean {key} (active)",
+                                     line={"color": _PALETTE[i + 4], "dash": "dot"}), secondary_y=True)  # fmt: skip
+    figures["task_pool"] = _layout(fig, "Task pool", "tasks")
+    fig.update_yaxes(title_text="difficulty (mean of active)", secondary_y=True)
+    captions["task_pool"] = (
+        "Active and pending tasks at each iteration; accepted and rejected rewrites so far."
+    )
+
+    fig = go.Figure()
+    timings = frame.filter(pl.col("metric").str.starts_with("timing_s/"))
+    for i, stage in enumerate(timings["metric"].unique(maintain_order=True).to_list()):
+        xs, ys = _series(timings, stage)
+        fig.add_trace(
+            go.Bar(x=xs, y=ys, name=stage.removeprefix("timing_s/"), marker={"color": _PALETTE[i % 8]})
+        )
+    fig.update_layout(barmode="stack")
+    figures["timing"] = _layout(fig, "Time per stage", "seconds")
+    return figures, captions, missing
+
+
+def run_report(store: ArtifactStore, run_id: str) -> Report:
+    """The report of one run."""
+    frame = run_metrics(store, run_id)
+    figures, captions, missing = run_figures(frame)
+    report = Report(title=f"rlanything run {run_id}", figures=figures, captions=captions, missing=missing)
+    iterations = sorted(set(frame["iteration"].to_list()))
+    evals = _series(frame, EVAL_RATE)
+    rows = "".join(
+        f"<tr><td>{it}</td><td>{v:.3f}</td></tr>" for it, v in zip(evals[0], evals[1], strict=True)
+    )
+    report.sections_html.append(
+        f"<p>Artifacts: <code>{html.escape(store.run_location(run_id))}</code>; iterations with committed stages: "
+        f"{', '.join(map(str, iterations)) or 'none'}.</p>"
+        + (f"<table><tr><th>iteration</th><th>held-out success</th></tr>{rows}</table>" if rows else "")
+    )
+    return report
+
+
+# ---- study report ----------------------------------------------------------------------------------
+
+
+def _arm_curve(
+    frame: pl.DataFrame, arm: str, metric: str
+) -> tuple[list[int], list[float], list[float], list[float]]:
+    """Mean over the seeds that reached each iteration, with the t-interval (none with one seed)."""
+    rows = frame.filter((pl.col("arm") == arm) & (pl.col("metric") == metric))
+    xs, means, lows, highs = [], [], [], []
+    for it, sub in sorted(rows.group_by("iteration"), key=lambda kv: int(kv[0][0])):
+        values = sub["value"].to_list()
+        mean, low, high = mean_interval(values)
+        xs.append(int(it[0]))
+        means.append(mean)
+        lows.append(mean if math.isnan(low) else low)
+        highs.append(mean if math.isnan(high) else high)
+    return xs, means, lows, highs
+
+
+def study_figures(frame: pl.DataFrame, arms: Sequence[str]) -> dict[str, Any]:
+    """Arms overlaid: held-out and train success, RM step accuracy, accepted rewrites, policy KL."""
+    import plotly.graph_objects as go
+
+    figures: dict[str, Any] = {}
+    panels = (
+        ("heldout", EVAL_RATE, "Held-out success (mean over seeds, 95% t-interval)", "success rate", True),
+        ("train", "policy/success_rate", "Train success (mean over seeds)", "success rate", True),
+        ("rm_step_accuracy", "reward_model/step_accuracy", "Reward-model step accuracy", "accuracy", True),
+        ("accepted", "env/pool_accepted", "Accepted rewritten tasks (cumulative)", "tasks", False),
+        ("policy_kl", "policy/kl", "Policy update KL (k3)", "KL", False),
+    )
+    for name, metric, title, ytitle, rate in panels:
+        fig = go.Figure()
+        for i, arm in enumerate(arms):
+            color = ARM_COLORS.get(arm, _PALETTE[i % 8])
+            xs, mean, low, high = _arm_curve(frame, arm, metric)
+            if not xs:
+                continue
+            if name == "heldout":
+                _band(fig, xs, low, high, color, arm, legendgroup=arm)
+            fig.add_trace(go.Scatter(x=xs, y=mean, mode="lines+markers", name=arm, legendgroup=arm,
+                                     line={"color": color}, meta=arm))  # fmt: skip
+        figures[name] = _layout(fig, title, ytitle, rate=rate)
+    return figures
+
+
+def summary_html(summary: StudySummary) -> str:
+    """The Table-1-style summary and the per-run Wilson intervals as HTML tables."""
+    head = (
+        "<tr><th>arm</th><th>what</th><th>seeds</th><th>held-out success, iteration 0</th><th>end</th>"
+        "<th>Δ (paired)</th><th>learns</th><th>RM step acc start → end</th><th>RM outcome agr. start → end</th>"
+        "<th>accepted rewrites</th><th>wall min/run</th><th>loop compute min/run</th></tr>"
+    )
+    rows = []
+    for a in summary.arms:
+        rows.append(
+            f"<tr><td>{a.arm}</td><td>{html.escape(ARM_DESCRIPTIONS.get(a.arm, ''))}</td><td>{a.seeds}</td>"
+            f"<td>{a.before.text()}</td><td>{a.end.text()}</td><td>{a.delta.text()}</td>"
+            f"<td>{'yes' if a.learns else 'no'}</td><td>{a.step_acc_start.text(2)} → {a.step_acc_end.text(2)}</td>"
+            f"<td>{a.agreement_start.text(2)} → {a.agreement_end.text(2)}</td><td>{a.accepted.text(1)}</td>"
+            f"<td>{minutes_text(a.wall_s)}</td><td>{minutes_text(a.compute_s)}</td></tr>"
+        )
+    per_run = "".join(
+        f"<tr><td>{s.run_id}</td><td>{_prop(s.before)}</td><td>{_prop(s.end)}</td><td>{s.last_iteration}</td></tr>"
+        for s in summary.seeds
+    )
+    return (
+        "<h2>Summary</h2><p>Held-out success: mean over seeds [95% t-interval]; Δ = end − iteration 0 per seed. "
+        "An arm <i>learns</i> when the lower end of Δ's interval is above 0.</p>"
+        f"<table id='summary'>{head}{''.join(rows)}</table>"
+        "<h3>Per run (Wilson 95% interval per evaluation point)</h3>"
+        "<table id='per-run'><tr><th>run</th><th>iteration 0</th><th>end</th><th>end iteration</th></tr>"
+        f"{per_run}</table>"
+    )
+
+
+def _prop(p: tuple[int, int, float, float] | None) -> str:
+    if p is None:
+        return "not evaluated yet"
+    k, n, low, high = p
+    return f"{k}/{n} = {k / n:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def study_report(store: ArtifactStore, study_id: str) -> Report:
+    """The report of a study (study.parquet and summary.md are refreshed from the runs first)."""
+    spec = require_study(store, study_id)
+    frame, summary = refresh_study(store, spec)
+    report = Report(title=f"rlanything study {study_id}", figures=study_figures(frame, spec.arms))
+    started = set(frame["run_id"].unique().to_list())
+    for arm, _seed, run_id in spec.run_ids():
+        if run_id not in started:
+            report.missing.append(
+                f"run {run_id} ({arm}) has not started: `rla study {study_id}` continues the study"
+            )
+        elif not frame.filter((pl.col("run_id") == run_id) & (pl.col("metric") == EVAL_RATE)).height:
+            report.missing.append(f"run {run_id} has no evaluation yet")
+    report.sections_html.append(summary_html(summary))
+    return report
+
+
+# ---- writing and logging ---------------------------------------------------------------------------
+
+
+def write_report(store: ArtifactStore, owner: str, report: Report, out: Path | None) -> str:
+    """Write the HTML to ``out`` or to ``<root>/<owner>/report.html`` (atomically); returns where."""
+    text = report.html()
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+        return str(out)
+    return store.write_run_file(owner, REPORT_FILE, text.encode("utf-8"))
+
+
+def log_report(uri: str, experiment: str, owner: str, report: Report, *, kind: str) -> str:
+    """Log the HTML and every figure (plotly JSON) to the MLflow run of ``owner``; returns its MLflow id."""
+    from mlflow.tracking import MlflowClient
+
+    from tasks import tracking
+
+    tracker = tracking.start_or_resume(
+        uri=uri, experiment=experiment, run_id=owner, params={}, tags={"rla.kind": kind}
+    )
+    client = MlflowClient(uri)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        (base / REPORT_FILE).write_text(report.html(), encoding="utf-8")
+        client.log_artifact(tracker.mlflow_run_id, str(base / REPORT_FILE), artifact_path="report")
+        figs = base / "figures"
+        figs.mkdir()
+        for name, fig in report.figures.items():
+            (figs / f"{name}.json").write_text(fig.to_json(), encoding="utf-8")
+        client.log_artifacts(tracker.mlflow_run_id, str(figs), artifact_path="report/figures")
+    if kind == "study":
+        tracking.finish(tracker)
+    return tracker.mlflow_run_id
+
+
+def build_report(store: ArtifactStore, *, run_id: str | None, study_id: str | None) -> tuple[str, Report]:
+    """(owner id, report) for exactly one of a run id or a study id."""
+    if (run_id is None) == (study_id is None):
+        raise RunNotFoundError(
+            "give a run id (`rla report RUN_ID`) or a study (`rla report --study ID`), not both"
+        )
+    if study_id is not None:
+        return study_id, study_report(store, study_id)
+    assert run_id is not None
+    return run_id, run_report(store, run_id)
+
+
+def figure_data(report: Report) -> dict[str, list[dict[str, Any]]]:
+    """Per figure, its traces' names and x values (what a reader checks against the artifacts)."""
+    return {
+        name: [{"name": t.name, "x": list(t.x) if t.x is not None else []} for t in fig.data]
+        for name, fig in report.figures.items()
+    }
+
+
+def report_json(report: Report) -> str:
+    return json.dumps(figure_data(report), default=str)
+
+
+_PAGE_DATA_JS = """
+return Array.from(document.querySelectorAll('.rla-figure')).map(function (w) {
+  var gd = w.querySelector('.js-plotly-plot');
+  return {name: w.dataset.name, rendered: !!(gd && gd._fullLayout),
+          traces: ((gd && gd.data) || []).map(function (t) {
+            return {name: t.name === undefined ? null : t.name, meta: t.meta === undefined ? null : t.meta,
+                    x: Array.from(t.x || []), y: Array.from(t.y || [])};
+          })};
+});
+"""
+
+
+def browse(html_path: Path, png_dir: Path | None = None, *, width: int = 1280) -> list[dict[str, Any]]:
+    """Open a report in headless Chromium; return what each figure holds as rendered by plotly.js.
+
+    With ``png_dir``, also save ``page.png`` (the first screen) and ``<figure>.png`` per figure. Uses the
+    Debian ``chromium`` / ``chromedriver`` that ``scripts/setup.sh`` installs (the GUI setting's browser).
+    """
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    from rla_core.envs.miniwob.pool import CHROME_FLAGS
+
+    with tempfile.TemporaryDirectory(prefix="rla-report-browser-") as profile:
+        options = webdriver.ChromeOptions()
+        for flag in (*CHROME_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},1000"):
+            options.add_argument(flag)
+        options.binary_location = "/usr/bin/chromium"
+        driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        try:
+            driver.set_page_load_timeout(120)
+            driver.get(html_path.resolve().as_uri())
+            data: list[dict[str, Any]] = driver.execute_script(_PAGE_DATA_JS)
+            if png_dir is not None:
+                png_dir.mkdir(parents=True, exist_ok=True)
+                driver.save_screenshot(str(png_dir / "page.png"))
+                for element in driver.find_elements(By.CSS_SELECTOR, ".rla-figure"):
+                    name = element.get_attribute("data-name")
+                    driver.execute_script("arguments[0].scrollIntoView();", element)
+                    element.screenshot(str(png_dir / f"{name}.png"))
+        finally:
+            driver.quit()
+    return data

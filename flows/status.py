@@ -1,0 +1,267 @@
+"""What `rla status` and a fast `rla resume` read: stages in pipeline order, headline metrics, the
+running stage's progress, and which stages a resume would still have to run — all from the manifests
+and the progress record, without starting Prefect or MLflow.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rla_core.config import RunConfig, Setting
+from rla_core.store import ArtifactStore
+from rla_core.store.lock import pid_alive
+from rla_core.store.manifest import this_host
+
+# Column → metric keys, first present wins (one stage rarely has more than one of them).
+HEADLINE: dict[str, tuple[str, ...]] = {
+    "success": ("policy/eval_success_rate", "policy/success_rate"),
+    "step acc": ("reward_model/step_accuracy",),
+    "kept rows": ("policy/samples",),
+    "KL": ("policy/kl", "reward_model/kl"),
+}
+# A progress record not refreshed for this long, from a process we cannot probe, reads as stale.
+STALE_AFTER_S = 120.0
+
+
+def pipeline_order(setting: Setting) -> tuple[str, ...]:
+    """Setup stages, then one iteration's stages in the order the flow runs them."""
+    from rla_core.settings import SETUP_STAGES, stage_order
+
+    return (*SETUP_STAGES, *stage_order(setting))
+
+
+def resolve_root(root: str) -> str:
+    """An artifact root as an absolute path (local) or unchanged (a URI): what an operator can find."""
+    from rla_core.store.uri import is_remote
+
+    if is_remote(root):
+        return root
+    return str(Path(root.removeprefix("file://")).expanduser().resolve())
+
+
+def format_metric(value: float) -> str:
+    """Four significant digits, never cut: 0.0009695 → '0.0009695', 12345.6 → '1.235e+04'."""
+    return f"{value:.4g}"
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """One line of `rla status RUN_ID`."""
+
+    iteration: int
+    stage: str
+    state: str  # done | running | not done | stale
+    attempt: int | None
+    seconds: float | None
+    metrics: dict[str, float]
+    progress: str = ""
+
+    def headline(self, column: str) -> str:
+        for key in HEADLINE[column]:
+            if key in self.metrics:
+                return format_metric(float(self.metrics[key]))
+        return ""
+
+
+@dataclass(frozen=True)
+class Running:
+    """What the progress record says is running, and whether that process still looks alive."""
+
+    iteration: int
+    stage: str
+    attempt: int
+    alive: bool
+    loops: list[dict[str, Any]]
+    updated_at: str
+    host: str
+    pid: int
+
+    def describe(self) -> str:
+        from rla_core.progress import ProgressRecord
+
+        parts = [ProgressRecord.from_dict(r).line() for r in self.loops if not r.get("finished")]
+        done = [r for r in self.loops if r.get("finished")]
+        if not parts and done:
+            parts = [ProgressRecord.from_dict(done[-1]).line()]
+        who = f"pid {self.pid} on {self.host}, updated {self.updated_at}"
+        return f"{'; '.join(parts) or 'started'} ({who})"
+
+
+def read_running(store: ArtifactStore, run_id: str) -> Running | None:
+    """The stage the progress record names, if its attempt has not committed (else None)."""
+    from tasks.progress import PROGRESS_FILE
+
+    data = store.read_run_file(run_id, PROGRESS_FILE)
+    if data is None:
+        return None
+    try:
+        raw = json.loads(data)
+        it, stage, attempt = int(raw["iteration"]), str(raw["stage"]), int(raw["attempt"])
+        host, pid, updated = str(raw["host"]), int(raw["pid"]), str(raw["updated_at"])
+        loops = list(raw.get("loops", []))
+    except (ValueError, KeyError, TypeError):
+        return None  # a record from an older version: nothing to show
+    manifest = store.manifest(run_id, it, stage)
+    if manifest is not None and manifest.attempt >= attempt:
+        return None  # it finished
+    if host == this_host():
+        alive = pid_alive(pid)
+    else:
+        age = dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(updated)
+        alive = age.total_seconds() < STALE_AFTER_S
+    return Running(it, stage, attempt, alive, loops, updated, host, pid)
+
+
+def stage_rows(store: ArtifactStore, run_id: str, setting: Setting) -> list[StageRow]:
+    """Every stage of every iteration in pipeline order (unknown names last), plus the running one."""
+    order = {name: i for i, name in enumerate(pipeline_order(setting))}
+    running = read_running(store, run_id)
+    rows: list[StageRow] = []
+    for it in store.list_iterations(run_id):
+        names = set(store.list_stages(run_id, it))
+        if running is not None and running.iteration == it:
+            names.add(running.stage)
+        for name in sorted(names, key=lambda n: (order.get(n, len(order)), n)):
+            manifest = store.manifest(run_id, it, name)
+            if running is not None and (running.iteration, running.stage) == (it, name):
+                state = "running" if running.alive else "stale"
+                rows.append(StageRow(it, name, state, running.attempt, None, {}, running.describe()))
+            elif manifest is None:
+                rows.append(StageRow(it, name, "not done", None, None, {}))
+            else:
+                secs = manifest.extra.get("stage_compute_s")
+                metrics = {k: float(v) for k, v in manifest.extra.get("metrics", {}).items()}
+                rows.append(StageRow(it, name, "done", manifest.attempt, float(secs) if secs is not None else None,
+                                     metrics))  # fmt: skip
+    return rows
+
+
+def stage_expected(cfg: RunConfig, iteration: int, stage: str) -> bool:
+    """Whether the flow runs ``stage`` in ``iteration`` (the switches of flows/loop.py's iteration_flow)."""
+    from flows.loop import eval_due
+
+    if stage == "adapt":
+        return cfg.adaptation.enabled
+    if stage == "train_reward":
+        return cfg.training.reward.enabled
+    if stage == "evaluate":
+        return eval_due(cfg, iteration)
+    return True
+
+
+def pending_stages(store: ArtifactStore, cfg: RunConfig, run_id: str) -> list[str]:
+    """``iteration/stage`` of every stage a resume with ``cfg`` would run; empty when nothing is left.
+
+    A stage counts as done when its attempt in use has the content key the flow would compute today
+    (same code, config slice, seed and extra files, with the inputs it recorded), its files are intact,
+    and every input it recorded is the output of a stage in use upstream. Anything else — including a
+    stage this check does not know — counts as pending, so the answer errs towards running the flow.
+    """
+    import flows.loop
+    from flows.runs import package_code_version
+    from rla_core.settings import ITERATION_ZERO_STAGES, stage_order
+    from tasks.stage import RunContext, Stage, StageRef
+
+    if store.read_run_info(run_id).code_version != package_code_version():
+        # The code changed since the run last ran, and with it perhaps the flow's wiring: let the flow decide.
+        return ["(code changed since the run last ran)"]
+    stages = {s.name: s for s in vars(flows.loop).values() if isinstance(s, Stage)}
+    run = RunContext(run_id=run_id, config=cfg)
+    order = stage_order(cfg.setting)
+    # Iteration 0 as training_loop runs it: setup stages, then the warm-started policy's evaluation.
+    expected = [(0, s) for s in ITERATION_ZERO_STAGES] + [
+        (it, s) for it in range(1, cfg.iterations + 1) for s in order if stage_expected(cfg, it, s)
+    ]
+    in_use: set[str] = set()
+    pending: list[str] = []
+    for it, name in expected:
+        manifest = store.manifest(run_id, it, name)
+        stage = stages.get(name)
+        if manifest is None or stage is None:
+            pending.append(f"{it}/{name}")
+            continue
+        inputs = {k: StageRef(run_id, 0, k, 0, v, {}) for k, v in manifest.inputs.items()}
+        if (
+            stage.key(run, it, inputs) != manifest.stage_key
+            or any(v not in in_use for v in manifest.inputs.values())
+            or store.problems(manifest)
+        ):
+            pending.append(f"{it}/{name}")
+            continue
+        in_use.add(manifest.content_key)
+    return pending
+
+
+def where_looked(root: str) -> str:
+    """``'runs' (= /abs/runs, from the working directory /abs)`` or the URI itself."""
+    resolved = resolve_root(root)
+    if resolved == root:
+        return f"'{root}'"
+    return f"'{root}' (= {resolved}, relative to the working directory {os.getcwd()})"
+
+
+def runs_table(store: ArtifactStore, root: str) -> Any:
+    """`rla status`: one row per run (setting, iterations, stages done, what is running)."""
+    from rich.table import Table
+
+    from flows.runs import load_run_config
+
+    table = Table("run", "setting", "iterations", "stages done", "running", "config hash",
+                  title=f"runs under {where_looked(root)}", title_justify="left")  # fmt: skip
+    for rid in store.list_runs():
+        cfg = load_run_config(store, rid)
+        rows = stage_rows(store, rid, cfg.setting)
+        done = sum(r.state == "done" for r in rows)
+        running = next(
+            (f"{r.iteration}/{r.stage} ({r.state})" for r in rows if r.state in ("running", "stale")), ""
+        )
+        table.add_row(rid, str(cfg.setting), str(cfg.iterations), str(done), running, cfg.config_hash()[:12])
+    return table
+
+
+def run_table(store: ArtifactStore, run_id: str, *, full: bool) -> tuple[str, Any]:
+    """`rla status RUN_ID`: a header (where things are) and a table of stages in pipeline order.
+
+    Headline metrics are real columns; ``full`` adds every metric with its full name and value.
+    """
+    from rich.table import Column, Table
+
+    from flows.runs import load_run_config, resolve_mlflow_uri
+
+    cfg = load_run_config(store, run_id)
+    header = (
+        f"run {run_id} ({cfg.setting}, {cfg.iterations} iterations)\n"
+        f"  artifacts: {resolve_root(store.run_location(run_id))}\n"
+        f"  mlflow:    {resolve_mlflow_uri(cfg.tracking.mlflow_uri)} (experiment '{cfg.tracking.experiment}', "
+        f"tag rla.run_id={run_id})"
+    )
+    # Headers and cells are never cut (the issue: 'policy/kl=0.000' for 0.0009695): minimum widths.
+    table = Table(
+        *(
+            Column(c, no_wrap=True, min_width=len(c))
+            for c in ("iter", "stage", "state", "attempt", "seconds")
+        ),
+        *(Column(c, justify="right", no_wrap=True, min_width=max(len(c), 9)) for c in HEADLINE),
+    )
+    if full:
+        table.add_column("all metrics", overflow="fold")
+    rows = stage_rows(store, run_id, cfg.setting)
+    for r in rows:
+        cells = [
+            str(r.iteration), r.stage, r.state, str(r.attempt or "-"),
+            f"{r.seconds:.1f}" if r.seconds is not None else "-", *(r.headline(c) for c in HEADLINE),
+        ]  # fmt: skip
+        if full:
+            cells.append(
+                "\n".join(f"{k}={v!r}" for k, v in sorted(r.metrics.items())) if r.metrics else r.progress
+            )
+        table.add_row(*cells)
+    running = [r for r in rows if r.state in ("running", "stale")]
+    for r in running:
+        header += f"\n  {r.state}: iteration {r.iteration} {r.stage} — {r.progress}"
+    return header, table

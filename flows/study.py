@@ -1,0 +1,602 @@
+"""`rla study`: the ablation study (paper Table 1, Fig. 1 panel 2) as ordinary resumable runs.
+
+A study runs arms × seeds. Each (arm, seed) is an ordinary run ``<study>-<arm>-s<seed>`` in the same
+artifact root, started with the study's base config plus the arm's ablation switches and the seed; so
+``rla status``, ``rla resume`` and ``rla report`` work on every run of a study, and runs whose bootstrap
+keys agree (same seed, same models) share the cached warm start. Runs go one after another (seed by
+seed, so a half-finished study already holds every arm); on a cluster each could be its own flow run.
+
+Re-running ``rla study ID`` continues where it stopped: finished runs are skipped (their last evaluation
+is committed), unfinished ones resume. The study keeps ``<root>/<study>/study.json`` (base config, arms,
+seeds), ``study.parquet`` (artifact ``study``: one row per study, arm, seed, run, iteration and metric)
+and ``summary.md`` (the Table-1-style summary).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from rla_core.algo.stats import mean_interval, wilson_interval
+from rla_core.config import RunConfig, build_config, parse_override, upgrade_stored_config
+from rla_core.errors import ConfigError, RunNotFoundError
+from rla_core.schemas import validate
+from rla_core.store import ArtifactStore
+from rla_core.store.uri import check_name
+
+# Arm → the ablation switches it sets on top of the study's base config (flows/loop.py docstring).
+ARMS: dict[str, tuple[str, ...]] = {
+    "outcome-only": (
+        "reward.use_stepwise=false",
+        "training.reward.enabled=false",
+        "adaptation.enabled=false",
+    ),
+    "policy": ("training.reward.enabled=false", "adaptation.enabled=false"),
+    "reward": ("adaptation.enabled=false",),
+    "full": (),
+    "stepwise-only": ("reward.use_outcome=false", "adaptation.enabled=false"),
+}
+ARM_DESCRIPTIONS: dict[str, str] = {
+    "outcome-only": "outcome reward only, reward model frozen, static environment (GRPO)",
+    "policy": "outcome + step-wise reward, reward model frozen, static environment",
+    "reward": "+ reward-model training (consistency feedback)",
+    "full": "+ environment adaptation (the full method)",
+    "stepwise-only": "step-wise reward only, reward model trained, static environment",
+}
+DEFAULT_ARMS: tuple[str, ...] = ("outcome-only", "policy", "reward", "full")
+DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3)
+STUDY_FILE = "study.json"
+STUDY_FRAME = "study.parquet"
+SUMMARY_FILE = "summary.md"
+WALLTIME_FILE = "walltime.json"  # run id → wall seconds of the sittings that ran it
+
+# Names in the long metric frames (besides every stage metric in the manifests).
+EVAL_SUCCESSES = "eval/successes"
+EVAL_EPISODES = "eval/episodes"
+EVAL_RATE = "eval/success_rate"
+EVAL_LOW = "eval/success_low"
+EVAL_HIGH = "eval/success_high"
+POOL_STATUSES = ("active", "pending", "accepted", "rejected")
+# Stages that write the task registry, in their order within an iteration (the latest one is current).
+_REGISTRY_WRITERS = {"seed_tasks": 0, "label": 1, "adapt": 2}
+DIFFICULTY_KEYS = ("quest_length", "nb_objects", "world_size")
+
+
+def run_id_for(study_id: str, arm: str, seed: int) -> str:
+    """The id of one run of a study: ``<study>-<arm>-s<seed>``."""
+    return f"{study_id}-{arm}-s{seed}"
+
+
+def check_arms(arms: Sequence[str]) -> tuple[str, ...]:
+    """The arms, validated (ConfigError naming the known arms otherwise), without duplicates."""
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise ConfigError(
+            f"unknown arm(s) {', '.join(repr(a) for a in unknown)}; choose from: {', '.join(ARMS)}"
+        )
+    if not arms:
+        raise ConfigError(f"a study needs at least one arm; choose from: {', '.join(ARMS)}")
+    return tuple(dict.fromkeys(arms))
+
+
+def parse_arms(text: str) -> tuple[str, ...]:
+    """``"policy,full"`` → ("policy", "full"), validated."""
+    return check_arms([a.strip() for a in text.split(",") if a.strip()])
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``"1,2,3"`` → (1, 2, 3); ``"3"`` alone means three seeds 1..3."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise ConfigError(f"--seeds '{text}' must be a count (3) or a comma-separated list (1,2,3)") from None
+    if not values:
+        raise ConfigError("--seeds needs at least one seed")
+    if len(values) == 1:
+        if values[0] < 1:
+            raise ConfigError(f"--seeds {values[0]}: a count of seeds must be at least 1")
+        return tuple(range(1, values[0] + 1))
+    return tuple(dict.fromkeys(values))
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    node = data
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+
+
+def arm_config(base: dict[str, Any], arm: str, seed: int) -> RunConfig:
+    """The run config of one (arm, seed): the base config, the arm's switches, ``seed``."""
+    data = json.loads(json.dumps(base))
+    for text in ARMS[arm]:
+        key, value = parse_override(text)
+        _set_dotted(data, key, value)
+    data["seed"] = seed
+    return build_config(upgrade_stored_config(data))
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """What a study is: its id, base config (a RunConfig dump), arms and seeds. Stored as study.json."""
+
+    study_id: str
+    base: dict[str, Any]
+    arms: tuple[str, ...]
+    seeds: tuple[int, ...]
+    created_at: str = ""
+
+    def run_ids(self) -> list[tuple[str, int, str]]:
+        """(arm, seed, run_id) in execution order: seed by seed, arms in the given order."""
+        return [(arm, seed, run_id_for(self.study_id, arm, seed)) for seed in self.seeds for arm in self.arms]
+
+    def to_json(self) -> bytes:
+        body = {
+            "study_id": self.study_id,
+            "arms": list(self.arms),
+            "seeds": list(self.seeds),
+            "base": self.base,
+            "created_at": self.created_at,
+        }
+        return json.dumps(body, indent=1, sort_keys=True).encode()
+
+    @staticmethod
+    def from_json(data: bytes, *, where: str) -> StudySpec:
+        try:
+            body = json.loads(data)
+            return StudySpec(
+                study_id=str(body["study_id"]),
+                base=dict(body["base"]),
+                arms=tuple(body["arms"]),
+                seeds=tuple(int(s) for s in body["seeds"]),
+                created_at=str(body.get("created_at", "")),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                f"study file '{where}' is not a valid study record ({exc}); start a new study id"
+            ) from None
+
+
+def read_study(store: ArtifactStore, study_id: str) -> StudySpec | None:
+    """The stored spec of a study, or None if the study was never started."""
+    data = store.read_run_file(check_name(study_id, what="study id"), STUDY_FILE)
+    return None if data is None else StudySpec.from_json(data, where=f"{store.root}/{study_id}/{STUDY_FILE}")
+
+
+def require_study(store: ArtifactStore, study_id: str) -> StudySpec:
+    """The stored spec of a study; RunNotFoundError otherwise."""
+    spec = read_study(store, study_id)
+    if spec is None:
+        raise RunNotFoundError(
+            f"no study '{study_id}' under '{store.root}' (no {study_id}/{STUDY_FILE}); start one with "
+            f"`rla study {study_id} --preset bench --root {store.root}`"
+        )
+    return spec
+
+
+# ---- metrics of one run ----------------------------------------------------------------------------
+
+
+def _pool_rows(events: pl.DataFrame, iterations: Sequence[int]) -> list[tuple[int, str, float]]:
+    """Task-pool sizes per iteration from registry events: active/pending now, accepted/rejected so far."""
+    from rla_core.algo.registry import TaskRegistry
+
+    registry = TaskRegistry.from_events(events)
+    out: list[tuple[int, str, float]] = []
+    for it in iterations:
+        snap = registry.snapshot(at_iteration=it)
+        upto = registry.events.filter(pl.col("iteration") <= it)
+        counts = {
+            "active": snap.filter(pl.col("status") == "active").height,
+            "pending": snap.filter(pl.col("status") == "pending").height,
+            "accepted": upto.filter(pl.col("event") == "accept").height,
+            "rejected": upto.filter(pl.col("event") == "reject").height,
+        }
+        out += [(it, f"env/pool_{k}", float(v)) for k, v in counts.items()]
+        specs = [json.loads(s) for s in snap.filter(pl.col("status") == "active")["spec"].to_list()]
+        for key in DIFFICULTY_KEYS:
+            values = [
+                float(s[key]) for s in specs if isinstance(s, dict) and isinstance(s.get(key), int | float)
+            ]
+            if values:
+                out.append((it, f"env/mean_{key}", sum(values) / len(values)))
+    return out
+
+
+def run_metrics(store: ArtifactStore, run_id: str) -> pl.DataFrame:
+    """Every number of one run, long: (iteration, metric, value).
+
+    Stage metrics from the committed manifests (``policy/…``, ``reward_model/…``, ``env/…``,
+    ``timing_s/<stage>``); evaluation counts with their Wilson 95 % interval (``eval/successes``,
+    ``eval/episodes``, ``eval/success_rate``, ``eval/success_low``, ``eval/success_high``); the task
+    pool per iteration (``env/pool_active|pending|accepted|rejected``, ``env/mean_<difficulty key>``).
+    """
+    if run_id not in store.list_runs():
+        raise RunNotFoundError(
+            f"no run '{run_id}' under '{store.root}'; `rla status --root {store.root}` lists the runs"
+        )
+    rows: list[tuple[int, str, float]] = []
+    tasks_stages: list[tuple[int, int, str]] = []  # (iteration, order, stage) of every registry snapshot
+    iterations = store.list_iterations(run_id)
+    for it in iterations:
+        for stage in store.list_stages(run_id, it):
+            manifest = store.manifest(run_id, it, stage)
+            if manifest is None:
+                continue
+            for key, value in manifest.extra.get("metrics", {}).items():
+                if isinstance(value, int | float) and math.isfinite(float(value)):
+                    rows.append((it, str(key), float(value)))
+            if "tasks" in manifest.frames:
+                tasks_stages.append((it, _REGISTRY_WRITERS.get(stage, 0), stage))
+            if "eval" in manifest.frames:
+                evals = store.read_frame(run_id, it, stage, "eval")
+                if evals.height:
+                    wins = int((evals["outcome"] > 0).sum())
+                    low, high = wilson_interval(wins, evals.height)
+                    rows += [
+                        (it, EVAL_SUCCESSES, float(wins)),
+                        (it, EVAL_EPISODES, float(evals.height)),
+                        (it, EVAL_RATE, wins / evals.height),
+                        (it, EVAL_LOW, low),
+                        (it, EVAL_HIGH, high),
+                    ]
+    if tasks_stages:
+        last_it, _order, last_stage = max(tasks_stages)
+        events = store.read_frame(run_id, last_it, last_stage, "tasks")
+        done_iters = sorted({it for it, _m, _v in rows})
+        rows += _pool_rows(events, done_iters)
+    return pl.DataFrame(
+        rows, schema={"iteration": pl.Int64, "metric": pl.String, "value": pl.Float64}, orient="row"
+    ).sort("iteration", "metric")
+
+
+def run_finished(store: ArtifactStore, run_id: str, iterations: int) -> bool:
+    """Whether a run has committed the evaluation after its last iteration."""
+    return run_id in store.list_runs() and store.manifest(run_id, iterations, "evaluate") is not None
+
+
+# ---- the study frame and its summary ---------------------------------------------------------------
+
+
+def study_frame(store: ArtifactStore, spec: StudySpec) -> pl.DataFrame:
+    """Artifact ``study``: the metrics of every started run of the study, long format."""
+    parts = []
+    runs = set(store.list_runs())
+    for arm, seed, run_id in spec.run_ids():
+        if run_id not in runs:
+            continue
+        metrics = run_metrics(store, run_id)
+        parts.append(
+            metrics.with_columns(
+                study=pl.lit(spec.study_id),
+                arm=pl.lit(arm),
+                seed=pl.lit(seed, dtype=pl.Int64),
+                run_id=pl.lit(run_id),
+            )
+        )
+    frame = pl.concat(parts) if parts else pl.DataFrame()
+    if frame.height == 0:
+        from rla_core.schemas import empty_frame
+
+        return empty_frame("study")
+    return validate("study", frame, where=f"study {spec.study_id}")
+
+
+def write_study_frame(store: ArtifactStore, spec: StudySpec, frame: pl.DataFrame) -> str:
+    """Write ``<root>/<study>/study.parquet`` atomically; returns its location."""
+    import io
+
+    buf = io.BytesIO()
+    validate("study", frame, where=f"study {spec.study_id}").write_parquet(buf)
+    return store.write_run_file(spec.study_id, STUDY_FRAME, buf.getvalue())
+
+
+def read_study_frame(store: ArtifactStore, study_id: str) -> pl.DataFrame | None:
+    """The stored study frame, or None when none was written yet."""
+    import io
+
+    data = store.read_run_file(check_name(study_id, what="study id"), STUDY_FRAME)
+    return None if data is None else validate("study", pl.read_parquet(io.BytesIO(data)), where=study_id)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with its 95 % interval (NaN ends when unknown) and the values it came from."""
+
+    mean: float
+    low: float
+    high: float
+    values: tuple[float, ...]
+
+    @staticmethod
+    def of(values: Sequence[float]) -> Interval:
+        if not values:
+            return Interval(math.nan, math.nan, math.nan, ())
+        mean, low, high = mean_interval(values)
+        return Interval(mean, low, high, tuple(values))
+
+    def text(self, digits: int = 3) -> str:
+        if math.isnan(self.mean):
+            return "–"
+        if math.isnan(self.low):
+            return f"{self.mean:.{digits}f}"
+        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    """One run of a study: held-out success at iteration 0 and at its last evaluation, with Wilson intervals."""
+
+    arm: str
+    seed: int
+    run_id: str
+    last_iteration: int
+    before: tuple[int, int, float, float] | None  # successes, episodes, wilson low, high
+    end: tuple[int, int, float, float] | None
+    step_acc: tuple[float, float] | None  # first and last judged iteration
+    outcome_agreement: tuple[float, float] | None
+    accepted: float
+    compute_s: float  # stage compute time without the (shared, cached) warm start
+    wall_s: float | None = None  # wall time of the `rla study` sittings that ran it
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    arm: str
+    seeds: int
+    before: Interval
+    end: Interval
+    delta: Interval  # per-seed (end − before), paired
+    step_acc_start: Interval
+    step_acc_end: Interval
+    agreement_start: Interval
+    agreement_end: Interval
+    accepted: Interval
+    compute_s: Interval
+    wall_s: Interval
+
+    @property
+    def learns(self) -> bool:
+        """The end exceeds iteration 0 by more than the 95 % interval over seeds (paired)."""
+        return len(self.delta.values) >= 2 and not math.isnan(self.delta.low) and self.delta.low > 0
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    study_id: str
+    arms: list[ArmSummary]
+    seeds: list[SeedResult] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        """The Table-1-style summary (and per-run Wilson intervals) as Markdown."""
+        lines = [
+            f"Study `{self.study_id}`: held-out success (mean over seeds [95% t-interval]); Δ = end − iteration 0 "
+            "per seed; RM = reward-model step accuracy / outcome agreement vs the engine, first → last judged "
+            "iteration.",
+            "",
+            "| arm | seeds | iteration 0 | end | Δ | learns | RM step acc | RM outcome agr. | accepted rewrites "
+            "| wall min/run | loop compute min/run |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for a in self.arms:
+            lines.append(
+                f"| {a.arm} | {a.seeds} | {a.before.text()} | {a.end.text()} | {a.delta.text()} | "
+                f"{'yes' if a.learns else 'no'} | {a.step_acc_start.text(2)} → {a.step_acc_end.text(2)} | "
+                f"{a.agreement_start.text(2)} → {a.agreement_end.text(2)} | {a.accepted.text(1)} | "
+                f"{minutes_text(a.wall_s)} | {minutes_text(a.compute_s)} |"
+            )
+        lines += ["", "Per run (successes/episodes, Wilson 95% interval):", ""]
+        lines += ["| run | iteration 0 | end (iteration) |", "|---|---|---|"]
+        for s in self.seeds:
+            lines.append(
+                f"| {s.run_id} | {_prop_text(s.before)} | {_prop_text(s.end)} ({s.last_iteration}) |"
+            )
+        return "\n".join(lines) + "\n"
+
+
+def minutes_text(seconds: Interval) -> str:
+    return "–" if math.isnan(seconds.mean) else f"{seconds.mean / 60:.1f}"
+
+
+def _prop_text(p: tuple[int, int, float, float] | None) -> str:
+    if p is None:
+        return "not evaluated yet"
+    k, n, low, high = p
+    return f"{k}/{n} = {k / n:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _first_last(series: dict[int, float]) -> tuple[float, float] | None:
+    if not series:
+        return None
+    keys = sorted(series)
+    return series[keys[0]], series[keys[-1]]
+
+
+def _series(sub: pl.DataFrame, metric: str) -> dict[int, float]:
+    rows = sub.filter(pl.col("metric") == metric)
+    return dict(zip(rows["iteration"].to_list(), rows["value"].to_list(), strict=True))
+
+
+def _eval_point(sub: pl.DataFrame, it: int | None) -> tuple[int, int, float, float] | None:
+    """(successes, episodes, Wilson low, high) of the evaluation at iteration ``it``, if there is one."""
+    if it is None:
+        return None
+    values = [_series(sub, m).get(it) for m in (EVAL_SUCCESSES, EVAL_EPISODES, EVAL_LOW, EVAL_HIGH)]
+    if any(v is None for v in values):
+        return None
+    wins, eps, low, high = (float(v or 0.0) for v in values)
+    return int(wins), int(eps), low, high
+
+
+def seed_results(frame: pl.DataFrame) -> list[SeedResult]:
+    """One :class:`SeedResult` per run in a study frame."""
+    out = []
+    for (arm, seed, run_id), sub in frame.group_by(["arm", "seed", "run_id"], maintain_order=True):
+        evaluated = sorted(_series(sub, EVAL_SUCCESSES))
+        last = evaluated[-1] if evaluated and evaluated[-1] > 0 else None
+        # The warm start is cached and shared across a study's runs: only the loop's stages count here.
+        timings = sub.filter(
+            pl.col("metric").str.starts_with("timing_s/") & (pl.col("metric") != "timing_s/bootstrap")
+        )
+        accepted = _series(sub, "env/pool_accepted")
+        out.append(
+            SeedResult(
+                arm=str(arm),
+                seed=int(seed),
+                run_id=str(run_id),
+                last_iteration=last or 0,
+                before=_eval_point(sub, 0),
+                end=_eval_point(sub, last),
+                step_acc=_first_last(_series(sub, "reward_model/step_accuracy")),
+                outcome_agreement=_first_last(_series(sub, "reward_model/outcome_agreement")),
+                accepted=accepted[max(accepted)] if accepted else 0.0,
+                compute_s=float(timings["value"].sum()),
+            )
+        )
+    return out
+
+
+def summarize(
+    study_id: str, frame: pl.DataFrame, arms: Sequence[str], *, wall_s: dict[str, float] | None = None
+) -> StudySummary:
+    """The Table-1-style summary of a study frame: per arm, intervals over seeds.
+
+    ``wall_s`` (run id → seconds of wall time, from ``walltime.json``) adds the wall time per run.
+    """
+    seeds = [dataclasses.replace(s, wall_s=(wall_s or {}).get(s.run_id)) for s in seed_results(frame)]
+    out = []
+    for arm in arms:
+        mine = [s for s in seeds if s.arm == arm]
+        full = [s for s in mine if s.before is not None and s.end is not None]
+        before = [s.before[0] / s.before[1] for s in mine if s.before is not None]
+        end = [s.end[0] / s.end[1] for s in full if s.end is not None]
+        delta = [
+            s.end[0] / s.end[1] - s.before[0] / s.before[1]
+            for s in full
+            if s.end is not None and s.before is not None
+        ]
+        out.append(
+            ArmSummary(
+                arm=arm,
+                seeds=len(full),
+                before=Interval.of(before),
+                end=Interval.of(end),
+                delta=Interval.of(delta),
+                step_acc_start=Interval.of([s.step_acc[0] for s in full if s.step_acc]),
+                step_acc_end=Interval.of([s.step_acc[1] for s in full if s.step_acc]),
+                agreement_start=Interval.of([s.outcome_agreement[0] for s in full if s.outcome_agreement]),
+                agreement_end=Interval.of([s.outcome_agreement[1] for s in full if s.outcome_agreement]),
+                accepted=Interval.of([s.accepted for s in full]),
+                compute_s=Interval.of([s.compute_s for s in full]),
+                wall_s=Interval.of([s.wall_s for s in full if s.wall_s is not None]),
+            )
+        )
+    return StudySummary(study_id=study_id, arms=out, seeds=seeds)
+
+
+def refresh_study(store: ArtifactStore, spec: StudySpec) -> tuple[pl.DataFrame, StudySummary]:
+    """Rebuild study.parquet and summary.md from the runs' artifacts; returns both."""
+    frame = study_frame(store, spec)
+    write_study_frame(store, spec, frame)
+    summary = summarize(spec.study_id, frame, spec.arms, wall_s=read_walltimes(store, spec.study_id))
+    store.write_run_file(spec.study_id, SUMMARY_FILE, summary.markdown().encode())
+    return frame, summary
+
+
+def read_walltimes(store: ArtifactStore, study_id: str) -> dict[str, float]:
+    """Run id → wall seconds spent running it in `rla study` sittings (empty before the first run ends)."""
+    data = store.read_run_file(study_id, WALLTIME_FILE)
+    return {str(k): float(v) for k, v in json.loads(data).items()} if data else {}
+
+
+# ---- running a study -------------------------------------------------------------------------------
+
+
+def open_study(
+    store: ArtifactStore,
+    study_id: str,
+    *,
+    base: RunConfig | None,
+    arms: Sequence[str] | None,
+    seeds: Sequence[int] | None,
+) -> StudySpec:
+    """Create a study, or continue a stored one (arms and seeds may be extended, the base config not)."""
+    check_name(study_id, what="study id")
+    if study_id in store.list_runs():
+        raise ConfigError(
+            f"study id '{study_id}' clashes with an existing run under '{store.root}'; choose another study id"
+        )
+    stored = read_study(store, study_id)
+    if stored is None:
+        if base is None:
+            raise ConfigError(
+                f"study '{study_id}' does not exist yet; start it with a config (e.g. --preset bench)"
+            )
+        return StudySpec(
+            study_id=study_id,
+            base=base.model_dump(mode="json"),
+            arms=check_arms(arms or DEFAULT_ARMS),
+            seeds=tuple(seeds or DEFAULT_SEEDS),
+            created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        )
+    if base is not None:
+        from flows.runs import config_diff
+
+        before = build_config(upgrade_stored_config(stored.base)).model_dump(mode="json")
+        changed = [
+            k for k in config_diff(before, base.model_dump(mode="json")) if not k.startswith("tracking.")
+        ]
+        if changed:
+            raise ConfigError(
+                f"study '{study_id}' was started with a different config (changed: {', '.join(changed[:6])}); "
+                f"continue it with `rla study {study_id} --root {store.root}` or choose a new study id"
+            )
+    return StudySpec(
+        study_id=study_id,
+        base=stored.base,
+        arms=check_arms([*stored.arms, *(arms or ())]),
+        seeds=tuple(dict.fromkeys([*stored.seeds, *(seeds or ())])),
+        created_at=stored.created_at,
+    )
+
+
+def run_study(
+    store: ArtifactStore,
+    spec: StudySpec,
+    *,
+    say: Callable[[str], None] = print,
+    execute: Callable[..., None] | None = None,
+) -> StudySummary:
+    """Run every unfinished (arm, seed) of a study in order, refreshing study.parquet after each run."""
+    from flows.runs import execute_run
+
+    run = execute or execute_run
+    with store.lock(spec.study_id):
+        store.write_run_file(spec.study_id, STUDY_FILE, spec.to_json())
+        todo = spec.run_ids()
+        for i, (arm, seed, run_id) in enumerate(todo, start=1):
+            cfg = arm_config(spec.base, arm, seed)
+            if run_finished(store, run_id, cfg.iterations):
+                say(f"study {spec.study_id} [{i}/{len(todo)}]: {run_id} is finished, skipped")
+                continue
+            existing = run_id in store.list_runs()
+            say(f"study {spec.study_id} [{i}/{len(todo)}]: {'resuming' if existing else 'starting'} {run_id}")
+            started = time.perf_counter()
+            run(cfg, run_id, reconfigure=False, existing=existing, say=say)
+            took = time.perf_counter() - started
+            walls = read_walltimes(store, spec.study_id)
+            walls[run_id] = walls.get(run_id, 0.0) + took
+            store.write_run_file(spec.study_id, WALLTIME_FILE, json.dumps(walls, indent=1).encode())
+            say(f"study {spec.study_id}: {run_id} took {took:.0f} s")
+            refresh_study(store, spec)
+        _frame, summary = refresh_study(store, spec)
+    return summary

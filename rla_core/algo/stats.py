@@ -1,0 +1,153 @@
+"""Interval statistics for study summaries: Wilson intervals per evaluation point, t-intervals over seeds.
+
+Pure functions, no third-party dependencies (the Student-t quantile is computed from the regularised
+incomplete beta function). Used by ``rla study`` to build its Table-1-style summary.
+
+Example:
+    >>> lo, hi = wilson_interval(5, 10)
+    >>> round(lo, 4), round(hi, 4)
+    (0.2366, 0.7634)
+    >>> round(t_quantile(0.975, 2), 4)
+    4.3027
+    >>> m, lo, hi = mean_interval([0.2, 0.3, 0.4])
+    >>> round(m, 4), round(lo, 4), round(hi, 4)
+    (0.3, 0.0516, 0.5484)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rla_core.errors import ConfigError
+
+Z_95 = 1.959963984540054  # standard-normal 0.975 quantile
+
+
+def wilson_interval(successes: int, n: int, *, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion ``successes / n`` (default: 95 %).
+
+    ``center = (p + z²/2n) / (1 + z²/n)``, ``half = z/(1 + z²/n) · sqrt(p(1-p)/n + z²/4n²)``.
+    Unlike the normal interval it stays inside [0, 1] and is not empty at 0 or n successes.
+    """
+    if n <= 0:
+        raise ConfigError(f"wilson_interval needs n >= 1 episodes, got n={n}")
+    if not 0 <= successes <= n:
+        raise ConfigError(f"wilson_interval needs 0 <= successes <= n, got successes={successes}, n={n}")
+    p = successes / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    # At 0 or n successes the lower or upper end is exactly 0 or 1 (avoid float round-off there).
+    low = 0.0 if successes == 0 else max(0.0, center - half)
+    high = 1.0 if successes == n else min(1.0, center + half)
+    return low, high
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student-t cumulative distribution function with ``df`` degrees of freedom."""
+    if df <= 0:
+        raise ConfigError(f"t_cdf needs df > 0, got {df}")
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student-t quantile: the t with ``t_cdf(t, df) = p`` (bisection, to ~1e-12)."""
+    if not 0.0 < p < 1.0:
+        raise ConfigError(f"t_quantile needs 0 < p < 1, got {p}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return 0.5 * (lo + hi)
+
+
+def mean_interval(values: Sequence[float], *, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): the t-interval of the mean of ``values`` (e.g. one value per seed).
+
+    ``mean ± t_{(1+level)/2, n-1} · s / sqrt(n)`` with the sample standard deviation ``s``. With one
+    value the interval is unknown and both ends are NaN (never a fabricated zero width).
+    """
+    xs = [float(v) for v in values]
+    if not xs:
+        raise ConfigError("mean_interval needs at least one value")
+    if not 0.0 < level < 1.0:
+        raise ConfigError(f"mean_interval needs 0 < level < 1, got {level}")
+    n = len(xs)
+    mean = math.fsum(xs) / n
+    if n == 1:
+        return mean, math.nan, math.nan
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = t_quantile((1.0 + level) / 2.0, n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """A success proportion with its Wilson interval."""
+
+    successes: int
+    n: int
+    low: float
+    high: float
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.n
+
+
+def proportion(successes: int, n: int) -> Proportion:
+    """A :class:`Proportion` with its 95 % Wilson interval."""
+    low, high = wilson_interval(successes, n)
+    return Proportion(successes, n, low, high)

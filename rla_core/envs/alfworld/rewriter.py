@@ -1,0 +1,291 @@
+"""Environment adaptation of ALFWorld games (spec §3.2): the two-token rewrite, and a parametric extension.
+
+**Two-token rewrite (the paper's method).** The environment model sees an English summary of the
+ROOT game's ``:init`` (object classes with their instances and where they are, receptacle classes,
+``canContain``, which objects are cleanable / heatable / coolable, the lamps), the failure summaries,
+"make the task HARDER/EASIER" with the success rate, and the task-type brief; it answers
+``\\boxed{OBJECT,RECEPTACLE}`` (look tasks: ``\\boxed{OBJECT,LAMP}``). The candidate is the root spec
+plus ``"goal": {"target": OBJECT, "place"|"light": SECOND}`` — the root's world with only the goal's
+two type tokens (and the task sentence) changed; rewrites are always of the root, as in the paper.
+
+Validation (:func:`check_two_token`, then the planner through ``env.check_winnable``):
+
+1. the box parses into two known ALFRED classes (the two may come in either order: they are swapped
+   when only the swapped pair satisfies canContain, as ``decide_new_types`` does);
+2. the constraints of the task type hold in the root game (:func:`check_goal_tokens`):
+   ``canContain(RECEPTACLE, OBJECT)`` and a receptacle of that class; the object pickable, with at
+   least 2 instances for pick_two; cleanable / heatable / coolable objects and the sink basin /
+   microwave / fridge for those types; a toggleable lamp of the named class for look tasks; the
+   goal not already true at the start;
+3. not the parent's goal;
+4. the planner finds a plan that wins the rewritten game.
+
+Acceptance of a chosen rewrite happens next iteration by the spec's accuracy rule
+(:func:`rla_core.algo.adaptation.accept_variant`), like every other setting.
+
+**Parametric rewriter (our extension, not the paper's).** Tiny CPU models cannot write valid
+two-token rewrites, so without an environment model the generator parameters move instead: harder =
+the target behind doors (``target_location``: open -> any -> closed), more distractors, more
+receptacles; easier = the reverse. It is validated by solvability only (the engine check); published
+games have no parameters, so it proposes nothing for them (the reason says so).
+
+Example:
+    >>> check_goal_tokens(facts, TaskType.PICK_AND_PLACE, GoalTokens("Apple", "Fridge"))  # doctest: +SKIP
+    None
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from string import Template
+from typing import TYPE_CHECKING, Any
+
+from rla_core.algo.adaptation import Goal
+from rla_core.algo.parsing import last_boxed
+from rla_core.envs.alfworld import assets
+from rla_core.envs.alfworld.pddl import GameFacts, class_name, goal_of, read_facts
+from rla_core.envs.alfworld.spec import (
+    GENERATED_KEYS,
+    MAX_DISTRACTORS,
+    RECEPTACLE_CAP_RANGE,
+    GoalTokens,
+    TargetLocation,
+    TaskType,
+    canonical_spec,
+    parse_goal,
+)
+from rla_core.envs.rewriter import Candidate, RewriteRequest
+from rla_core.envs.rollout import derive_seed
+from rla_core.errors import EnvironmentSpecError
+
+if TYPE_CHECKING:
+    from rla_core.config import SamplingConfig
+    from rla_core.envs.alfworld.env import AlfworldEnv
+    from rla_core.models.generator import Generator
+
+REWRITE_TEMPLATE = Template(
+    "You adjust the difficulty of a household task in an ALFWorld room.\n"
+    "ROOT game (the room stays as it is):\n${summary}\n"
+    "Current task: ${task} (task type ${task_type}; success rate ${prev_acc})\n"
+    "Failure summaries: ${feedback}\n"
+    "Make the task ${goal_word}. ${brief} Harder: rarer types, objects behind doors, more searching. "
+    "Easier: common types in plain view.\n"
+    "Keep the goal framework; change only the two type tokens. "
+    "Answer \\boxed{${first},${second}}. (Attempt ${attempt}/${attempts})"
+)
+_BRIEF = {
+    TaskType.PICK_AND_PLACE: "The RECEPTACLE must be able to hold the OBJECT (canContain).",
+    TaskType.PICK_TWO: "The RECEPTACLE must hold the OBJECT (canContain) and the room needs >= 2 such objects.",
+    TaskType.LOOK_IN_LIGHT: "OBJECT must be pickable; LAMP must be a toggleable lamp in the room.",
+    TaskType.CLEAN: "The OBJECT must be cleanable (sinkbasin) and fit the RECEPTACLE (canContain).",
+    TaskType.HEAT: "The OBJECT must be heatable (microwave) and fit the RECEPTACLE (canContain).",
+    TaskType.COOL: "The OBJECT must be coolable (fridge) and fit the RECEPTACLE (canContain).",
+}
+
+
+def check_goal_tokens(facts: GameFacts, task_type: TaskType, tokens: GoalTokens) -> str | None:
+    """None when ``tokens`` satisfy ``task_type``'s constraints in the game ``facts``; else the reason."""
+    objs = [o for o in facts.objects_of(tokens.target) if facts.has("pickupable", o)]
+    need = task_type.instances
+    if len(objs) < need:
+        have = sorted({c for o, c in facts.object_class.items() if facts.has("pickupable", o)})
+        return f"the room has {len(objs)} pickable {tokens.target} (needs {need}); pickable classes: {have}"
+    if task_type is TaskType.LOOK_IN_LIGHT:
+        lamps = [o for o in facts.objects_of(tokens.second) if facts.has("toggleable", o)]
+        if not lamps or not any(o in facts.in_receptacle for o in lamps):
+            have = sorted({facts.object_class[o] for o in facts.flags.get("toggleable", set())})
+            return f"no toggleable {tokens.second} stands in a receptacle; the room's lamps: {have}"
+        return None
+    recs = facts.receptacles_of(tokens.second)
+    if not recs:
+        return f"the room has no {tokens.second}; receptacles: {sorted(set(facts.receptacle_class.values()))}"
+    if (tokens.second, tokens.target) not in facts.can_contain:
+        return f"canContain({tokens.second}, {tokens.target}) does not hold"
+    flag = {TaskType.CLEAN: "cleanable", TaskType.HEAT: "heatable", TaskType.COOL: "coolable"}.get(task_type)
+    if flag is not None:
+        if not any(facts.has(flag, o) for o in objs):
+            return f"no {tokens.target} is {flag}"
+        appliance = str(task_type.appliance)
+        if not facts.receptacles_of(appliance):
+            return f"the room has no {appliance} to {task_type.verb} with"
+    if flag is None:
+        already = sum(
+            1 for o in objs if facts.receptacle_class.get(facts.in_receptacle.get(o, "")) == tokens.second
+        )
+        if already >= need:
+            return f"already solved at the start: {already} {tokens.target} already in a {tokens.second}"
+    return None
+
+
+def summarize_facts(facts: GameFacts) -> str:
+    """The English summary of a game's init facts shown to the environment model (spec §3.2)."""
+    where: dict[str, list[str]] = {}
+    for obj, cls in sorted(facts.object_class.items()):
+        host = facts.receptacle_class.get(facts.in_receptacle.get(obj, ""), "?")
+        where.setdefault(cls, []).append(host)
+    objects = "; ".join(
+        f"{cls} x{len(hosts)} (in {', '.join(sorted(set(hosts)))})" for cls, hosts in where.items()
+    )
+    recs = Counter(facts.receptacle_class.values())
+    receptacles = ", ".join(f"{cls} x{n}" for cls, n in sorted(recs.items()))
+    flags = {
+        k: sorted({facts.object_class.get(o, o) for o in facts.flags.get(k, set())})
+        for k in ("cleanable", "heatable", "coolable", "toggleable")
+    }
+    contain = ", ".join(f"{r}>{o}" for r, o in sorted(facts.can_contain))
+    return (
+        f"Objects: {objects}.\nReceptacles: {receptacles}.\n"
+        + "".join(f"{k.capitalize()}: {', '.join(v) or 'none'}.\n" for k, v in flags.items())
+        + f"canContain: {contain}."
+    )
+
+
+def parse_two_tokens(text: str) -> tuple[str, str] | str:
+    """The two classes in the last ``\\boxed{A,B}`` of ``text`` (canonical names), or the reason it fails."""
+    boxed = last_boxed(text)
+    if boxed is None:
+        return "unparsable: no \\boxed{OBJECT,RECEPTACLE} in the output"
+    parts = [p.strip() for p in boxed.replace(";", ",").split(",") if p.strip()]
+    if len(parts) != 2:
+        return f"unparsable: \\boxed{{{boxed}}} does not hold exactly two type tokens"
+    known = {c.lower() for c in (*assets.constants().OBJECTS, *assets.constants().RECEPTACLES)}
+    names = [class_name(p.replace(" ", "")) for p in parts]
+    unknown = [p for p, n in zip(parts, names, strict=True) if n.lower() not in known]
+    if unknown:
+        return f"unparsable: unknown ALFRED classes {unknown}"
+    return names[0], names[1]
+
+
+class TwoTokenRewriter:
+    """The environment model rewrites the root game's two goal tokens (spec §3.2; paper's method)."""
+
+    def __init__(self, generator: Generator, *, env: AlfworldEnv, sampling: SamplingConfig) -> None:
+        self.generator = generator
+        self.env = env
+        self.sampling = sampling
+
+    def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
+        """The k attempt prompts ("(Attempt i/k)" suffix for diversity)."""
+        root = self.env.game(request.root_spec)
+        task_type, tokens = goal_of(self.env.game(request.parent_spec)["pddl_problem"])
+        feedback = request.feedback.summaries() if request.feedback is not None else []
+        second = "LAMP" if task_type is TaskType.LOOK_IN_LIGHT else "RECEPTACLE"
+        return [
+            REWRITE_TEMPLATE.substitute(
+                summary=summarize_facts(read_facts(root["pddl_problem"])),
+                task=f"{tokens.target} -> {tokens.second}",
+                task_type=task_type.value,
+                prev_acc=f"{request.prev_acc:.2f}",
+                feedback=json.dumps(feedback),
+                goal_word=request.goal.value.upper(),
+                brief=_BRIEF[task_type],
+                first="OBJECT",
+                second=second,
+                attempt=i + 1,
+                attempts=k,
+            )
+            for i in range(k)
+        ]
+
+    def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
+        """One generate call for the k attempts; each output parsed with :func:`candidate_from_text`."""
+        outs = self.generator.generate(
+            self.prompts(request, k=k), n=1, sampling=self.sampling, seed=derive_seed(seed, request.slot_id)
+        )
+        task_type, _ = goal_of(self.env.game(request.root_spec)["pddl_problem"])
+        return [candidate_from_text(o[0].text, request.root_spec, task_type) for o in outs]
+
+
+def candidate_from_text(text: str, root_spec: dict[str, Any], task_type: TaskType) -> Candidate:
+    """A two-token candidate: the root spec plus the boxed goal; ``reason`` set when it does not parse."""
+    parsed = parse_two_tokens(text)
+    if isinstance(parsed, str):
+        return Candidate(spec=None, raw=text, reason=parsed)
+    first, second = parsed
+    key = "light" if task_type is TaskType.LOOK_IN_LIGHT else "place"
+    receptacles = assets.receptacle_classes()
+    if task_type is not TaskType.LOOK_IN_LIGHT and first in receptacles and second not in receptacles:
+        # decide_new_types: the pair may come in either order; the receptacle class goes second.
+        first, second = second, first
+    return Candidate(spec={**root_spec, "goal": {"target": first, key: second}}, raw=text)
+
+
+def check_two_token(env: AlfworldEnv, spec: dict[str, Any], request: RewriteRequest) -> str | None:
+    """Static checks 2-3 of the module docstring for a two-token candidate (planner check: ``check_winnable``)."""
+    root = env.game(request.root_spec)
+    task_type, _ = goal_of(root["pddl_problem"])
+    try:
+        tokens = parse_goal(spec, task_type)
+    except EnvironmentSpecError as exc:
+        return str(exc)
+    if tokens is None:
+        return "the candidate has no 'goal' to rewrite"
+    off = {k: v for k, v in spec.items() if k != "goal"} != {
+        k: v for k, v in request.root_spec.items() if k != "goal"
+    }
+    if off:
+        return "off-anchor: a two-token rewrite must keep the root game's world (only 'goal' may change)"
+    reason = check_goal_tokens(read_facts(root["pddl_problem"]), task_type, tokens)
+    if reason is not None:
+        return reason
+    _, parent_tokens = goal_of(env.game(request.parent_spec)["pddl_problem"])
+    if tokens == parent_tokens:
+        return "identical to the parent task's goal"
+    return None
+
+
+_LOCATION_ORDER = (TargetLocation.OPEN, TargetLocation.ANY, TargetLocation.CLOSED)
+
+
+class ParametricRewriter:
+    """Moves the generator's parameters in the goal's direction (our extension; see the module docstring)."""
+
+    def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
+        """Up to ``k`` distinct candidates; one explaining candidate when nothing can move."""
+        del seed  # deterministic moves
+        parent = dict(request.parent_spec)
+        if set(GENERATED_KEYS) - set(parent):
+            return [
+                Candidate(spec=None, raw=canonical_spec(parent), reason="a published game has no parameters")
+            ]
+        sign = 1 if request.goal is Goal.HARDER else -1
+        out: list[Candidate] = []
+        seen: set[str] = set()
+        for move in self._moves(parent, sign):
+            text = canonical_spec(move)
+            if move == parent or text in seen:
+                continue
+            seen.add(text)
+            out.append(Candidate(spec=move, raw=text))
+            if len(out) == k:
+                break
+        if not out:
+            out.append(
+                Candidate(spec=None, raw=canonical_spec(parent), reason="every parameter is at its bound")
+            )
+        return out
+
+    @staticmethod
+    def _moves(parent: dict[str, Any], sign: int) -> list[dict[str, Any]]:
+        loc = _LOCATION_ORDER.index(TargetLocation(parent["target_location"]))
+        new_loc = _LOCATION_ORDER[max(0, min(len(_LOCATION_ORDER) - 1, loc + sign))]
+        distractors = max(0, min(MAX_DISTRACTORS, parent["distractors"] + 2 * sign))
+        cap = parent["receptacles"]
+        low, high = RECEPTACLE_CAP_RANGE
+        new_cap = None if cap is None else max(low, min(high, cap + 2 * sign))
+        return [
+            {**parent, "target_location": new_loc.value},
+            {**parent, "distractors": distractors},
+            {**parent, "receptacles": new_cap},
+            {**parent, "distractors": distractors, "receptacles": new_cap},
+        ]
+
+
+def check_parametric(spec: dict[str, Any], request: RewriteRequest) -> str | None:
+    """The parametric candidate's only static check: same scene, task and goal (the engine checks the rest)."""
+    fixed = ("scene", "task_type", "target", "place", "light", "seed")
+    changed = [k for k in fixed if spec.get(k) != request.root_spec.get(k)]
+    if changed:
+        return f"off-anchor: {changed} differ from the root task"
+    return None

@@ -1,0 +1,218 @@
+"""One rank of a multi-process RL update; run by ``accelerate launch ... -m rla_core.models.train_worker SPEC``.
+
+:func:`rla_core.models.trainer.rl_update` writes SPEC (JSON: checkpoint, prepared token rows, train
+config, LoRA, seed, device, autocast dtype) and launches N of these under
+``infra/accelerate/<strategy>.yaml``. Each rank loads the checkpoint in fp32, runs
+:func:`~rla_core.models.trainer.train_loop` on its share of every optimizer step's rows through an
+:class:`accelerate.Accelerator` (DDP, FSDP or DeepSpeed ZeRO-3 per the config file; gloo on CPU), and
+rank 0 writes the fp32 checkpoint and the metrics. A rank that fails writes ``error-rank<r>.txt``
+(the exception, one line first) into the spec's ``error_dir`` and exits non-zero; the launcher then
+ends the others and the stage fails with that error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rla_core.config import LoraConfig, TrainConfig
+from rla_core.errors import ModelError
+from rla_core.models import trainer
+
+# Separates the error message from the traceback in error-rank<r>.txt (the launcher shows the message).
+ERROR_SEPARATOR = "\n--- traceback ---\n"
+
+
+class AccelerateRuntime:
+    """The :func:`~rla_core.models.trainer.train_loop` runtime of one accelerate rank."""
+
+    def __init__(self, accelerator: Any, micro_batch_size: int) -> None:
+        from accelerate.utils import DistributedType
+
+        self.acc = accelerator
+        self.rank = accelerator.process_index
+        self.world = accelerator.num_processes
+        self.is_main = accelerator.is_main_process
+        self.device = accelerator.device
+        self.kind = accelerator.distributed_type
+        self.deepspeed = self.kind == DistributedType.DEEPSPEED
+        self.fsdp = self.kind == DistributedType.FSDP
+        if self.deepspeed:
+            ds = accelerator.state.deepspeed_plugin.deepspeed_config
+            # No dataloader goes through prepare(): DeepSpeed needs the per-rank micro-batch given here.
+            ds["train_micro_batch_size_per_gpu"] = micro_batch_size
+            ds["gradient_accumulation_steps"] = 1  # boundaries are set per backward (see backward())
+
+    def prepare(self, model: Any, make_optimizer: Callable[[list[Any]], Any]) -> tuple[Any, Any]:
+        if self.deepspeed:
+            ds = self.acc.state.deepspeed_plugin.deepspeed_config
+            offload = ds.get("zero_optimization", {}).get("offload_optimizer", {}).get("device", "none")
+            params = [p for p in model.parameters() if p.requires_grad]
+            optimizer = make_optimizer(params)
+            if offload not in (None, "none"):
+                # ZeRO-Offload steps on CPU: DeepSpeed's CPU AdamW (adamw_mode) is the same update rule.
+                from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+                group = optimizer.param_groups[0]
+                optimizer = DeepSpeedCPUAdam(
+                    params, lr=group["lr"], betas=group["betas"], eps=group["eps"],
+                    weight_decay=group["weight_decay"], adamw_mode=True,
+                )  # fmt: skip
+            prepared: tuple[Any, Any] = self.acc.prepare(model, optimizer)
+            return prepared
+        # DDP/FSDP: wrap (shard) first, then build the optimizer over the wrapped parameters.
+        model = self.acc.prepare(model)
+        optimizer = self.acc.prepare(make_optimizer([p for p in model.parameters() if p.requires_grad]))
+        return model, optimizer
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()  # accelerate's: prepare() wraps forward in the configured autocast
+
+    def sync_context(self, model: Any, sync: bool) -> contextlib.AbstractContextManager[Any]:
+        # Micro-batches before the last of an optimizer step accumulate locally (DDP/FSDP no_sync).
+        return contextlib.nullcontext() if sync or self.deepspeed else self.acc.no_sync(model)
+
+    def backward(self, loss: Any, sync: bool) -> None:
+        if self.deepspeed:
+            # accelerate hands this to engine.set_gradient_accumulation_boundary and steps at the boundary.
+            self.acc.gradient_state._set_sync_gradients(sync)
+        self.acc.backward(loss)
+
+    def clip_and_step(self, model: Any, optimizer: Any, max_norm: float) -> float:
+        if self.deepspeed:
+            # The engine clipped (config gradient_clipping) and stepped in the boundary backward.
+            norm = self.acc.deepspeed_engine_wrapped.get_global_grad_norm()
+            self.acc.gradient_state._set_sync_gradients(True)
+            return float(norm if norm is not None else math.nan)
+        norm = self.acc.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    def reduce_sum(self, values: list[float]) -> list[float]:
+        import torch
+
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        return [float(v) for v in self.acc.reduce(t, reduction="sum").tolist()]
+
+
+def run(spec: dict[str, Any]) -> None:
+    """Run one rank of the update described by ``spec`` (see the module docstring)."""
+    import torch
+    from accelerate import Accelerator
+
+    cpu = spec["device"] == "cpu"
+    if cpu and spec.get("threads"):
+        torch.set_num_threads(max(1, int(spec["threads"]) // _world_from_env()))
+    accelerator = Accelerator(cpu=cpu)
+    cfg = TrainConfig.model_validate(spec["cfg"])
+    lora = LoraConfig.model_validate(spec["lora"])
+    runtime = AccelerateRuntime(accelerator, cfg.micro_batch_size)
+    if runtime.deepspeed:
+        clip = runtime.acc.state.deepspeed_plugin.deepspeed_config.get("gradient_clipping")
+        if clip is not None and float(clip) != cfg.grad_clip:
+            raise ModelError(
+                f"DeepSpeed config clips gradients at {clip} but grad_clip={cfg.grad_clip}: set "
+                "gradient_clipping in infra/accelerate/deepspeed.yaml to the same value"
+            )
+    rows = [trainer._Row(r["prompt_ids"], r["response_ids"], float(r["advantage"])) for r in spec["rows"]]
+    model_dir = Path(spec["model_dir"])
+    # Created after the Accelerator so ZeRO-3 init (zero3_init_flag) partitions weights while loading.
+    model = trainer.load_fp32(model_dir)
+    with trainer.torch_rng(int(spec["seed"]), str(accelerator.device)):
+        model, metrics = trainer.train_loop(model, rows, cfg=cfg, lora=lora, runtime=runtime)
+    _save(runtime, model, model_dir, Path(spec["out_dir"]), lora, Path(spec["error_dir"]))
+    if runtime.is_main:
+        Path(spec["metrics_path"]).write_text(json.dumps(metrics))
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+
+
+def _save(
+    runtime: AccelerateRuntime, model: Any, model_dir: Path, out: Path, lora: LoraConfig, work: Path
+) -> None:
+    """Rank 0 writes the updated weights as an fp32 checkpoint (LoRA merged) plus the tokenizer."""
+    from transformers import AutoTokenizer
+
+    acc = runtime.acc
+    acc.wait_for_everyone()
+    if runtime.deepspeed:
+        # ZeRO-3's 16-bit gather would save bf16 weights; the fp32 master weights come from zero_to_fp32.
+        ds_dir = work / "zero"
+        model.save_checkpoint(str(ds_dir))
+        acc.wait_for_everyone()
+        state = None
+        if runtime.is_main:
+            from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+            state = get_fp32_state_dict_from_zero_checkpoint(str(ds_dir))
+    elif runtime.fsdp:
+        state = acc.get_state_dict(model)  # full state dict on rank 0 (fp32 flat parameters)
+    else:
+        state = None
+    if runtime.is_main:
+        unwrapped = acc.unwrap_model(model)
+        if state is None:  # DDP: the local replica holds every weight
+            merged = trainer._maybe_merge(unwrapped, lora).to("cpu")
+            merged.save_pretrained(out)
+        else:
+            base = unwrapped.get_base_model() if lora.enabled else unwrapped
+            sd = merge_lora_state_dict(state, lora) if lora.enabled else state
+            base.save_pretrained(out, state_dict={k: v.float() for k, v in sd.items()})
+        AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
+    acc.wait_for_everyone()
+
+
+def merge_lora_state_dict(state: dict[str, Any], lora: LoraConfig) -> dict[str, Any]:
+    """A peft LoRA model's full state dict as the merged base model's: W ← W + (α/r)·B·A per adapted layer.
+
+    For strategies whose weights only exist as a gathered state dict (FSDP, ZeRO-3), where peft's
+    ``merge_and_unload`` cannot run on the sharded module.
+    """
+    prefix = "base_model.model."
+    scaling = lora.alpha / lora.r
+    out: dict[str, Any] = {}
+    for key, value in state.items():
+        if ".lora_A." in key or ".lora_B." in key:
+            continue
+        name = key.removeprefix(prefix).replace(".base_layer.", ".")
+        if key.endswith(".base_layer.weight"):
+            stem = key.removesuffix(".base_layer.weight")
+            a, b = state[f"{stem}.lora_A.default.weight"], state[f"{stem}.lora_B.default.weight"]
+            value = value.float() + scaling * (b.float() @ a.float())
+        out[name] = value
+    return out
+
+
+def _world_from_env() -> int:
+    import os
+
+    return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: accelerate launch ... -m rla_core.models.train_worker SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text())
+    try:
+        run(spec)
+    except BaseException as exc:
+        import os
+
+        rank = os.environ.get("RANK", "0")
+        Path(spec["error_dir"], f"error-rank{rank}.txt").write_text(
+            f"rank {rank}: {type(exc).__name__}: {exc}{ERROR_SEPARATOR}{traceback.format_exc()}"
+        )
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

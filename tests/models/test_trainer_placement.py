@@ -1,0 +1,214 @@
+"""Where updates run (issue 12): fp32 master weights and checkpoints, `accelerate launch` workers.
+
+Tolerances are stated next to each check. The multi-process test launches the workers exactly as a GPU
+node does (`accelerate launch --config_file infra/accelerate/ddp.yaml --num_processes 2 ...`); on this
+CPU machine the workers pick gloo. FSDP and ZeRO-3 need GPUs (README "Training paths").
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from rla_core.config import LoraConfig, TrainConfig, load_config
+from rla_core.errors import ConfigError, ModelError, ProcessError
+from rla_core.models.train_worker import merge_lora_state_dict
+from rla_core.models.trainer import Placement, launch_argv, plan_micro_batches, rl_update
+from rla_core.procs import default_runtime_dir
+
+PROMPTS = [
+    "You are in a kitchen. Action:",
+    "Goal: take the key. Action:",
+    "You are in a bedroom. Action:",
+    "Is the step good? Answer",
+    "You are in a bedroom. There is a chest here.",
+]
+RESPONSES = [" take key", " open chest", " go north", " \\boxed{1}", " open chest"]
+ROWS = pl.DataFrame({"prompt": PROMPTS, "response": RESPONSES, "advantage": [1.0, -1.0, 0.5, 1.0, -0.5]})
+
+
+def _weights(ckpt: Path) -> dict[str, torch.Tensor]:
+    return load_file(ckpt / "model.safetensors")
+
+
+def _copy_with_dtype(src: Path, out: Path, dtype: torch.dtype) -> Path:
+    """The tiny checkpoint re-saved in ``dtype`` (weights rounded to bf16 first, so both copies agree)."""
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).to(torch.bfloat16).to(dtype)
+    model.save_pretrained(out)
+    for name in os.listdir(src):
+        if name.startswith("tokenizer") or name.endswith("_map.json") or name == "vocab.json":
+            shutil.copy(src / name, out / name)
+    return out
+
+
+def test_plan_micro_batches_hand_computed() -> None:
+    # 5 rows, G = 3 rows per optimizer step → steps [0, 1, 2] and [3, 4]; 2 ranks; micro-batches of 1.
+    # Step 0: chunk = ceil(3/2) = 2 → rank 0 rows 0, 1; rank 1 row 2 plus one padding micro-batch (row 0,
+    # weight 0). Step 1: chunk = 1 → rank 0 row 3, rank 1 row 4.
+    assert plan_micro_batches(5, 3, 1, 0, 2) == [[[(0, 1.0)], [(1, 1.0)]], [[(3, 1.0)]]]
+    assert plan_micro_batches(5, 3, 1, 1, 2) == [[[(2, 1.0)], [(0, 0.0)]], [[(4, 1.0)]]]
+    # One process: consecutive steps of G rows in micro-batches of 2 (the pre-issue-12 partition).
+    assert plan_micro_batches(5, 3, 2, 0, 1) == [[[(0, 1.0), (1, 1.0)], [(2, 1.0)]], [[(3, 1.0), (4, 1.0)]]]
+    # More ranks than rows in a step: the idle rank runs one padding micro-batch.
+    assert plan_micro_batches(1, 1, 8, 1, 2) == [[[(0, 0.0)]]]
+
+
+def test_bf16_saved_checkpoint_updates_like_fp32(tiny_model: Path, tmp_path: Path) -> None:
+    """A bf16-saved checkpoint is trained with fp32 master weights and saved fp32 (issue 12, point 2).
+
+    Both inputs hold the same bf16-representable values, one stored bf16, one fp32. At lr 1e-6 the two
+    updates must agree: share of changed parameters within 0.1 percentage points and max deviation
+    ≤ 1e-3 of the largest update. Rounding the updated weights back to bf16 loses most of the update —
+    why checkpoints stay fp32.
+    """
+    bf16 = _copy_with_dtype(tiny_model, tmp_path / "bf16", torch.bfloat16)
+    fp32 = _copy_with_dtype(tiny_model, tmp_path / "fp32", torch.float32)
+    assert {v.dtype for v in _weights(bf16).values()} == {torch.bfloat16}
+    cfg = TrainConfig(lr=1e-6, update_per_step=2, micro_batch_size=8)
+    for src in (bf16, fp32):
+        rl_update(src, ROWS, cfg=cfg, out_dir=tmp_path / f"{src.name}-up", seed=0, lora=LoraConfig())
+    start = {k: v.float() for k, v in _weights(fp32).items()}
+    up_bf16, up_fp32 = _weights(tmp_path / "bf16-up"), _weights(tmp_path / "fp32-up")
+    assert {v.dtype for v in up_bf16.values()} == {torch.float32}  # training checkpoints stay fp32
+
+    def share_changed(after: dict[str, torch.Tensor]) -> float:
+        changed = sum(int((after[k].float() != start[k]).sum()) for k in start)
+        return changed / sum(v.numel() for v in start.values())
+
+    share_bf16, share_fp32 = share_changed(up_bf16), share_changed(up_fp32)
+    largest = max(float((up_fp32[k] - start[k]).abs().max()) for k in start)
+    deviation = max(float((up_bf16[k] - up_fp32[k]).abs().max()) for k in start)
+    assert share_fp32 > 0.5, share_fp32
+    assert abs(share_bf16 - share_fp32) <= 1e-3, (share_bf16, share_fp32)
+    assert largest > 0.0 and deviation <= 1e-3 * largest, (deviation, largest)
+    rounded = {k: v.to(torch.bfloat16) for k, v in up_fp32.items()}
+    assert share_changed(rounded) < 0.5 * share_fp32  # a bf16 save would round the update away
+
+
+def test_gradient_checkpointing_gives_same_update(tiny_model: Path, tmp_path: Path) -> None:
+    """Recomputing activations is a memory knob only: same weights to 1e-6 (abs)."""
+    cfg = TrainConfig(lr=1e-3, update_per_step=2, micro_batch_size=2)
+    rl_update(tiny_model, ROWS, cfg=cfg, out_dir=tmp_path / "plain", seed=0, lora=LoraConfig())
+    gc = cfg.model_copy(update={"gradient_checkpointing": True})
+    rl_update(tiny_model, ROWS, cfg=gc, out_dir=tmp_path / "gc", seed=0, lora=LoraConfig())
+    a, b = _weights(tmp_path / "plain"), _weights(tmp_path / "gc")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 1e-6
+
+
+def test_merge_lora_state_dict_matches_peft(tiny_model: Path) -> None:
+    """The FSDP/ZeRO-3 save path merges LoRA on the gathered state dict exactly as peft does (1e-6)."""
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    lora = LoraConfig(enabled=True, r=4, alpha=8)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    peft_model = get_peft_model(
+        model,
+        PeftLoraConfig(r=4, lora_alpha=8, target_modules=list(lora.target_modules), task_type="CAUSAL_LM"),
+    )
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(std=0.1)  # peft starts B at 0: make the adapters change something
+    merged = merge_lora_state_dict(dict(peft_model.state_dict()), lora)
+    reference = peft_model.merge_and_unload().state_dict()
+    assert set(merged) == set(reference)
+    assert max(float((merged[k] - reference[k]).abs().max()) for k in reference) <= 1e-6
+    assert all(
+        float((merged[k] - original[k]).abs().max()) > 0 for k in merged if k.endswith("q_proj.weight")
+    )
+
+
+def test_placement_from_config() -> None:
+    cfg = load_config(overrides=["training.device=cpu", "training.processes=2", "training.dtype=bf16"])
+    placement = Placement.from_config(cfg.training, threads=2)
+    assert (placement.device, placement.dtype, placement.processes, placement.strategy) == (
+        "cpu",
+        "bf16",
+        2,
+        "ddp",
+    )
+    assert placement.launched
+    argv = launch_argv(placement.strategy, placement.processes, placement.dtype, Path("spec.json"))
+    i = argv.index("--config_file")
+    assert argv[i + 1].endswith("infra/accelerate/ddp.yaml") and Path(argv[i + 1]).is_file()
+    assert (
+        argv[argv.index("--num_processes") + 1] == "2" and argv[argv.index("--mixed_precision") + 1] == "bf16"
+    )
+    assert argv[-3:] == ["-m", "rla_core.models.train_worker", "spec.json"]
+    with pytest.raises(ConfigError, match=r"training\.device"):
+        load_config(overrides=["training.device=gpu"])
+    with pytest.raises(ConfigError, match=r"training\.strategy"):
+        load_config(overrides=["training.strategy=horovod"])
+    if not torch.cuda.is_available():
+        with pytest.raises(ModelError, match="no CUDA device"):
+            Placement.from_config(load_config(overrides=["training.device=cuda"]).training)
+
+
+def _leftovers(marker: str) -> list[str]:
+    """Command lines of live processes that mention ``marker`` (a test's own temp path)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmd:
+                found.append(cmd)
+    return found
+
+
+@pytest.mark.slow
+def test_two_process_ddp_matches_one_process(tiny_model: Path, tmp_path: Path) -> None:
+    """2 gloo DDP workers via `accelerate launch` = 1 in-process update, same rows and effective batch.
+
+    5 rows, update_per_step 2 → 2 optimizer steps of G = 3 and 2 rows; micro-batches of 1, so rank 1
+    runs a padding micro-batch in step 1 (plan above). Weights agree to atol 1e-5 (the update itself
+    moves weights by up to ~2e-3 at lr 1e-3; the difference is float reduction order, measured ~1e-6).
+    """
+    cfg = TrainConfig(lr=1e-3, update_per_step=2, micro_batch_size=1)
+    one = rl_update(tiny_model, ROWS, cfg=cfg, out_dir=tmp_path / "one", seed=0, lora=LoraConfig())
+    placement = Placement(device="cpu", processes=2, strategy="ddp", threads=2, timeout_s=600)
+    two = rl_update(
+        tiny_model, ROWS, cfg=cfg, out_dir=tmp_path / "two", seed=0, lora=LoraConfig(), placement=placement
+    )
+    start, a, b = _weights(tiny_model), _weights(tmp_path / "one"), _weights(tmp_path / "two")
+    assert {v.dtype for v in b.values()} == {torch.float32}
+    assert max(float((a[k] - start[k]).abs().max()) for k in a) > 1e-3
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], atol=1e-5, rtol=0.0)
+    assert (two["processes"], one["processes"]) == (2.0, 1.0)
+    for key in ("optimizer_steps", "grad_accum", "rows_used"):
+        assert two[key] == one[key]
+    for key in ("loss", "pg_loss", "kl", "grad_norm", "clip_fraction"):
+        assert two[key] == pytest.approx(one[key], abs=1e-5)
+    assert two["kl_first_micro_step"] == 0.0
+    assert not _leftovers(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_failing_worker_fails_with_its_error_and_leaves_nothing(tiny_model: Path, tmp_path: Path) -> None:
+    """A worker that cannot load the checkpoint fails the update with its error; no process survives."""
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model, broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    cfg = TrainConfig(lr=1e-3, update_per_step=2, micro_batch_size=2)
+    placement = Placement(device="cpu", processes=2, threads=2, timeout_s=600)
+    with pytest.raises(ProcessError, match=r"training workers \(ddp, 2 processes\) failed") as err:
+        rl_update(
+            broken, ROWS, cfg=cfg, out_dir=tmp_path / "out", seed=0, lora=LoraConfig(), placement=placement
+        )
+    assert "rank " in str(err.value) and "safetensor" in str(err.value).lower()
+    assert not (tmp_path / "out").exists()
+    assert not _leftovers(str(tmp_path))
+    assert not list(default_runtime_dir("train").glob(f"train-{os.getpid()}-*.json"))  # pidfile removed
