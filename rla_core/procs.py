@@ -57,20 +57,26 @@ def start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) pids whose process group is ``pgid``."""
-    members = []
+def live_processes() -> list[dict[str, Any]]:
+    """Every live (non-zombie) process on the machine: pid, pgid and name (from /proc/<pid>/stat)."""
+    out: list[dict[str, Any]] = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
         except OSError:
-            continue
+            continue  # exited meanwhile
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
+        if fields[0] != "Z":
+            out.append({"pid": int(entry.name), "pgid": int(fields[2]), "name": name})
+    return out
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) pids whose process group is ``pgid``."""
+    return [p["pid"] for p in live_processes() if p["pgid"] == pgid]
 
 
 def kill_group(pgid: int, *, leader_start: str | None = None, wait_s: float = 10.0) -> bool:

@@ -348,16 +348,4 @@ class BrowserPool:
 
 def chrome_processes() -> list[dict[str, Any]]:
     """Every live Chromium/chromedriver process on the machine: pid, pgid, name (tests, benchmarks)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z" and "chrom" in name:
-            out.append({"pid": int(entry.name), "pgid": int(fields[2]), "name": name})
-    return out
+    return [p for p in procs.live_processes() if "chrom" in p["name"]]
