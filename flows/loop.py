@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 from prefect import flow
 
-from rla_core.config import RunConfig
-from rla_core.settings import signal_stages
+from rla_core.settings import eval_due, signal_stages
 from tasks.adapt import adapt
 from tasks.bootstrap import bootstrap
 from tasks.evaluate import evaluate
@@ -44,11 +43,6 @@ class LoopState:
     reward_model: StageRef  # stage whose 'reward' checkpoint is current
     tasks: StageRef  # stage whose 'tasks' frame is the current registry
     models: StageRef  # the bootstrap stage (frozen environment model, when one is configured)
-
-
-def eval_due(cfg: RunConfig, iteration: int) -> bool:
-    """Evaluate every ``evaluation.every`` iterations and after the last one."""
-    return iteration % cfg.evaluation.every == 0 or iteration == cfg.iterations
 
 
 @flow(name="rlanything-iteration", flow_run_name="{run.run_id}-iter{iteration}")

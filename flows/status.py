@@ -143,7 +143,7 @@ def stage_rows(store: ArtifactStore, run_id: str, setting: Setting) -> list[Stag
 
 def stage_expected(cfg: RunConfig, iteration: int, stage: str) -> bool:
     """Whether the flow runs ``stage`` in ``iteration`` (the switches of flows/loop.py's iteration_flow)."""
-    from flows.loop import eval_due
+    from rla_core.settings import eval_due
 
     if stage == "adapt":
         return cfg.adaptation.enabled

@@ -84,6 +84,11 @@ def stage_order(setting: Setting) -> tuple[str, ...]:
     return ("rollout", *signal_stages(setting), "label", "adapt", "train_policy", "train_reward", "evaluate")
 
 
+def eval_due(cfg: RunConfig, iteration: int) -> bool:
+    """Evaluate every ``evaluation.every`` iterations and after the last one."""
+    return iteration % cfg.evaluation.every == 0 or iteration == cfg.iterations
+
+
 def iteration_stages(setting: Setting, iteration: int) -> tuple[str, ...]:
     """The stages iteration ``iteration`` can hold, in flow order (iteration 0: setup and "Before" evaluation).
 

@@ -56,9 +56,9 @@ class FlowEnv:
         )  # fmt: skip
 
 
-@pytest.fixture(scope="session")
-def flow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlowEnv]:
-    base = tmp_path_factory.mktemp("flows")
+def flow_env_vars(base: Path) -> dict[str, str]:
+    """The environment of an `rla` subprocess: this machine's, minus Prefect/MLflow settings, with a private
+    Prefect home under ``base``, offline model loading and the checkout on the path."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
     env |= {
         "PREFECT_HOME": str(base / "prefect-home"),
@@ -67,7 +67,13 @@ def flow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlowEnv]:
         "HF_HUB_OFFLINE": "1",
         "PYTHONPATH": str(REPO),
     }
-    yield FlowEnv(base=base, env=env)
+    return env
+
+
+@pytest.fixture(scope="session")
+def flow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlowEnv]:
+    base = tmp_path_factory.mktemp("flows")
+    yield FlowEnv(base=base, env=flow_env_vars(base))
 
 
 @pytest.fixture(scope="session")

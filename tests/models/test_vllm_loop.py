@@ -16,7 +16,6 @@ Run: .venv/bin/pytest -m slow tests/models/test_vllm_loop.py
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from rla_core.config import Backend, ServingConfig
 from rla_core.models.serving import KIND, VllmServer, served_name
 from rla_core.procs import group_members
 from rla_core.store import ArtifactStore
-from tests.flows.conftest import FlowEnv, kill_group
+from tests.flows.conftest import FlowEnv, flow_env_vars, kill_group
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
@@ -79,15 +78,7 @@ def vllm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FlowEnv
     base = tmp_path_factory.mktemp("vllm-flows")
     runtime = base / "xdg"
     runtime.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
-    env |= {
-        "PREFECT_HOME": str(base / "prefect-home"),
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "HF_HUB_OFFLINE": "1",
-        "PYTHONPATH": str(REPO),
-        "XDG_RUNTIME_DIR": str(runtime),
-    }
+    env = flow_env_vars(base) | {"XDG_RUNTIME_DIR": str(runtime)}
     yield FlowEnv(base=base, env=env), runtime / "rlanything-vllm"
 
 
