@@ -26,6 +26,8 @@ import polars as pl
 
 from flows.study import (
     ARM_DESCRIPTIONS,
+    CLEAN,
+    CLEAN_EXPLAINED,
     EVAL_HIGH,
     EVAL_LOW,
     EVAL_RATE,
@@ -164,6 +166,10 @@ def run_figures(frame: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str], li
         _band(fig, ex, lo, hi, _PALETTE[2], "held-out")
         fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines+markers", name="held-out success (Wilson 95%)",
                                  line={"color": _PALETTE[2]}, meta="eval"))  # fmt: skip
+        cx, cy = _series(frame, CLEAN.rate)
+        if cx:
+            fig.add_trace(go.Scatter(x=cx, y=cy, mode="lines+markers", name="held-out clean success",
+                                     line={"color": _PALETTE[2], "dash": "dot"}, meta="eval_clean"))  # fmt: skip
     else:
         missing.append(
             "held-out success: no evaluation yet (the evaluate stage of iteration 0 runs right after the "
@@ -171,7 +177,8 @@ def run_figures(frame: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str], li
         )
     figures["learning"] = _layout(fig, "Success rate", "success rate", rate=True)
     captions["learning"] = (
-        "Train success on the tasks played each iteration; held-out success with its Wilson band."
+        "Train success on the tasks played each iteration; held-out success with its Wilson band; held-out "
+        "clean success (dotted): won without an invalid answer."
     )
 
     fig = go.Figure()
@@ -287,6 +294,13 @@ def study_figures(frame: pl.DataFrame, arms: Sequence[str]) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     panels = (
         ("heldout", EVAL_RATE, "Held-out success (mean over seeds, 95% t-interval)", "success rate", True),
+        (
+            "heldout_clean",
+            CLEAN.rate,
+            "Held-out clean success: won with no invalid answer (mean, 95% t-interval)",
+            "success rate",
+            True,
+        ),
         ("train", "policy/success_rate", "Train success (mean over seeds)", "success rate", True),
         ("rm_step_accuracy", "reward_model/step_accuracy", "Reward-model step accuracy", "accuracy", True),
         ("accepted", "env/pool_accepted", "Accepted rewritten tasks (cumulative)", "tasks", False),
@@ -299,7 +313,7 @@ def study_figures(frame: pl.DataFrame, arms: Sequence[str]) -> dict[str, Any]:
             xs, mean, low, high = _arm_curve(frame, arm, metric)
             if not xs:
                 continue
-            if name == "heldout":
+            if name in ("heldout", "heldout_clean"):
                 _band(fig, xs, low, high, color, arm, legendgroup=arm)
             fig.add_trace(go.Scatter(x=xs, y=mean, mode="lines+markers", name=arm, legendgroup=arm,
                                      line={"color": color}, meta=arm))  # fmt: skip
@@ -318,22 +332,31 @@ def summary_html(summary: StudySummary) -> str:
     for a in summary.arms:
         rows.append(
             f"<tr><td>{a.arm}</td><td>{html.escape(ARM_DESCRIPTIONS.get(a.arm, ''))}</td><td>{a.seeds}</td>"
-            f"<td>{a.before.text()}</td><td>{a.end.text()}</td><td>{a.delta.text()}</td>"
+            f"<td>{a.success.before.text()}</td><td>{a.success.end.text()}</td><td>{a.success.delta.text()}</td>"
             f"<td>{'yes' if a.learns else 'no'}</td><td>{a.step_acc_start.text(2)} → {a.step_acc_end.text(2)}</td>"
             f"<td>{a.agreement_start.text(2)} → {a.agreement_end.text(2)}</td><td>{a.accepted.text(1)}</td>"
             f"<td>{minutes_text(a.wall_s)}</td><td>{minutes_text(a.compute_s)}</td></tr>"
         )
+    clean_rows = "".join(
+        f"<tr><td>{a.arm}</td><td>{a.seeds}</td><td>{a.clean.before.text()}</td><td>{a.clean.end.text()}</td>"
+        f"<td>{a.clean.delta.text()}</td><td>{'yes' if a.clean.learns else 'no'}</td></tr>"
+        for a in summary.arms
+    )
     per_run = "".join(
-        f"<tr><td>{s.run_id}</td><td>{_prop(s.before)}</td><td>{_prop(s.end)}</td><td>{s.last_iteration}</td></tr>"
+        f"<tr><td>{s.run_id}</td><td>{_prop(s.before)}</td><td>{_prop(s.end)}</td><td>{s.last_iteration}</td>"
+        f"<td>{_prop(s.clean_before)}</td><td>{_prop(s.clean_end)}</td></tr>"
         for s in summary.seeds
     )
     return (
         "<h2>Summary</h2><p>Held-out success: mean over seeds [95% t-interval]; Δ = end − iteration 0 per seed. "
         "An arm <i>learns</i> when the lower end of Δ's interval is above 0.</p>"
         f"<table id='summary'>{head}{''.join(rows)}</table>"
+        f"<h3>Held-out clean success</h3><p>{html.escape(CLEAN_EXPLAINED[0].upper() + CLEAN_EXPLAINED[1:])}</p>"
+        "<table id='summary-clean'><tr><th>arm</th><th>seeds</th><th>iteration 0</th><th>end</th>"
+        f"<th>Δ (paired)</th><th>learns</th></tr>{clean_rows}</table>"
         "<h3>Per run (Wilson 95% interval per evaluation point)</h3>"
-        "<table id='per-run'><tr><th>run</th><th>iteration 0</th><th>end</th><th>end iteration</th></tr>"
-        f"{per_run}</table>"
+        "<table id='per-run'><tr><th>run</th><th>iteration 0</th><th>end</th><th>end iteration</th>"
+        f"<th>clean, iteration 0</th><th>clean, end</th></tr>{per_run}</table>"
     )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import polars as pl
 
+from rla_core.algo.metrics import clean_wins
 from rla_core.algo.stats import mean_interval, wilson_interval
 from rla_core.config import RunConfig, build_config, parse_override, upgrade_stored_config
 from rla_core.errors import ConfigError, RunNotFoundError
@@ -57,12 +58,33 @@ STUDY_FRAME = "study.parquet"
 SUMMARY_FILE = "summary.md"
 WALLTIME_FILE = "walltime.json"  # run id → wall seconds of the sittings that ran it
 
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One held-out success measure and its names in the long metric frames (with its Wilson interval)."""
+
+    title: str
+    successes: str
+    rate: str
+    low: str
+    high: str
+
+
 # Names in the long metric frames (besides every stage metric in the manifests).
-EVAL_SUCCESSES = "eval/successes"
 EVAL_EPISODES = "eval/episodes"
-EVAL_RATE = "eval/success_rate"
-EVAL_LOW = "eval/success_low"
-EVAL_HIGH = "eval/success_high"
+SUCCESS = HeldOut(
+    "held-out success", "eval/successes", "eval/success_rate", "eval/success_low", "eval/success_high"
+)
+# Won without one invalid answer (rla_core.algo.metrics.clean_wins): success if an invalid answer ended the episode.
+CLEAN = HeldOut(
+    "held-out clean success (won with no invalid answer)",
+    "eval/clean_successes",
+    "eval/clean_success_rate",
+    "eval/clean_success_low",
+    "eval/clean_success_high",
+)
+HELD_OUT = (SUCCESS, CLEAN)
+EVAL_SUCCESSES, EVAL_RATE, EVAL_LOW, EVAL_HIGH = SUCCESS.successes, SUCCESS.rate, SUCCESS.low, SUCCESS.high
 POOL_STATUSES = ("active", "pending", "accepted", "rejected")
 # Stages that write the task registry, in their order within an iteration (the latest one is current).
 _REGISTRY_WRITERS = {"seed_tasks": 0, "label": 1, "adapt": 2}
@@ -217,7 +239,8 @@ def run_metrics(store: ArtifactStore, run_id: str) -> pl.DataFrame:
 
     Stage metrics from the committed manifests (``policy/…``, ``reward_model/…``, ``env/…``,
     ``timing_s/<stage>``); evaluation counts with their Wilson 95 % interval (``eval/successes``,
-    ``eval/episodes``, ``eval/success_rate``, ``eval/success_low``, ``eval/success_high``); the task
+    ``eval/episodes``, ``eval/success_rate``, ``eval/success_low``, ``eval/success_high``, and the same
+    ``eval/clean_…`` for wins without an invalid answer); the task
     pool per iteration (``env/pool_active|pending|accepted|rejected``, ``env/mean_<difficulty key>``).
     """
     if run_id not in store.list_runs():
@@ -240,15 +263,17 @@ def run_metrics(store: ArtifactStore, run_id: str) -> pl.DataFrame:
             if "eval" in manifest.frames:
                 evals = store.read_frame(run_id, it, stage, "eval")
                 if evals.height:
-                    wins = int((evals["outcome"] > 0).sum())
-                    low, high = wilson_interval(wins, evals.height)
-                    rows += [
-                        (it, EVAL_SUCCESSES, float(wins)),
-                        (it, EVAL_EPISODES, float(evals.height)),
-                        (it, EVAL_RATE, wins / evals.height),
-                        (it, EVAL_LOW, low),
-                        (it, EVAL_HIGH, high),
-                    ]
+                    rows.append((it, EVAL_EPISODES, float(evals.height)))
+                    won = {SUCCESS: evals["outcome"] > 0, CLEAN: clean_wins(evals)}
+                    for measure, wins_of in won.items():
+                        wins = int(wins_of.sum())
+                        low, high = wilson_interval(wins, evals.height)
+                        rows += [
+                            (it, measure.successes, float(wins)),
+                            (it, measure.rate, wins / evals.height),
+                            (it, measure.low, low),
+                            (it, measure.high, high),
+                        ]
     if tasks_stages:
         last_it, _order, last_stage = max(tasks_stages)
         events = store.read_frame(run_id, last_it, last_stage, "tasks")
@@ -342,6 +367,8 @@ class SeedResult:
     last_iteration: int
     before: tuple[int, int, float, float] | None  # successes, episodes, wilson low, high
     end: tuple[int, int, float, float] | None
+    clean_before: tuple[int, int, float, float] | None  # the same for wins without an invalid answer
+    clean_end: tuple[int, int, float, float] | None
     step_acc: tuple[float, float] | None  # first and last judged iteration
     outcome_agreement: tuple[float, float] | None
     accepted: float
@@ -350,12 +377,34 @@ class SeedResult:
 
 
 @dataclass(frozen=True)
-class ArmSummary:
-    arm: str
-    seeds: int
+class Change:
+    """A held-out measure of one arm: iteration 0, end, and the paired per-seed change, over seeds."""
+
     before: Interval
     end: Interval
     delta: Interval  # per-seed (end − before), paired
+
+    @staticmethod
+    def of(points: Sequence[tuple[tuple[int, int, float, float], tuple[int, int, float, float]]]) -> Change:
+        rate = [(b[0] / b[1], e[0] / e[1]) for b, e in points]
+        return Change(
+            before=Interval.of([b for b, _ in rate]),
+            end=Interval.of([e for _, e in rate]),
+            delta=Interval.of([e - b for b, e in rate]),
+        )
+
+    @property
+    def learns(self) -> bool:
+        """The end exceeds iteration 0 by more than the 95 % interval over seeds (paired)."""
+        return len(self.delta.values) >= 2 and not math.isnan(self.delta.low) and self.delta.low > 0
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    arm: str
+    seeds: int
+    success: Change  # held-out success
+    clean: Change  # held-out clean success (wins without an invalid answer)
     step_acc_start: Interval
     step_acc_end: Interval
     agreement_start: Interval
@@ -366,8 +415,8 @@ class ArmSummary:
 
     @property
     def learns(self) -> bool:
-        """The end exceeds iteration 0 by more than the 95 % interval over seeds (paired)."""
-        return len(self.delta.values) >= 2 and not math.isnan(self.delta.low) and self.delta.low > 0
+        """Held-out success at the end exceeds iteration 0 by more than the 95 % interval over seeds."""
+        return self.success.learns
 
 
 @dataclass(frozen=True)
@@ -389,18 +438,44 @@ class StudySummary:
         ]
         for a in self.arms:
             lines.append(
-                f"| {a.arm} | {a.seeds} | {a.before.text()} | {a.end.text()} | {a.delta.text()} | "
+                f"| {a.arm} | {a.seeds} | {a.success.before.text()} | {a.success.end.text()} | "
+                f"{a.success.delta.text()} | "
                 f"{'yes' if a.learns else 'no'} | {a.step_acc_start.text(2)} → {a.step_acc_end.text(2)} | "
                 f"{a.agreement_start.text(2)} → {a.agreement_end.text(2)} | {a.accepted.text(1)} | "
                 f"{minutes_text(a.wall_s)} | {minutes_text(a.compute_s)} |"
             )
+        lines += [
+            "",
+            f"Held-out clean success: {CLEAN_EXPLAINED}",
+            "",
+            "| arm | seeds | iteration 0 | end | Δ | learns |",
+            "|---|---|---|---|---|---|",
+        ]
+        for a in self.arms:
+            c = a.clean
+            lines.append(
+                f"| {a.arm} | {a.seeds} | {c.before.text()} | {c.end.text()} | {c.delta.text()} | "
+                f"{'yes' if c.learns else 'no'} |"
+            )
         lines += ["", "Per run (successes/episodes, Wilson 95% interval):", ""]
-        lines += ["| run | iteration 0 | end (iteration) |", "|---|---|---|"]
+        lines += [
+            "| run | iteration 0 | end (iteration) | clean, iteration 0 | clean, end |",
+            "|---|---|---|---|---|",
+        ]
         for s in self.seeds:
             lines.append(
-                f"| {s.run_id} | {_prop_text(s.before)} | {_prop_text(s.end)} ({s.last_iteration}) |"
+                f"| {s.run_id} | {_prop_text(s.before)} | {_prop_text(s.end)} ({s.last_iteration}) | "
+                f"{_prop_text(s.clean_before)} | {_prop_text(s.clean_end)} |"
             )
         return "\n".join(lines) + "\n"
+
+
+CLEAN_EXPLAINED = (
+    "an episode counts only if it was won without a single invalid answer. Under the spec's fallback an "
+    "invalid answer still plays an action (index 0, or an out-of-range index clamped to the last action), "
+    "so a garbled answer can win by luck; clean success is exactly the success the same episodes would have "
+    "if an invalid answer ended them."
+)
 
 
 def minutes_text(seconds: Interval) -> str:
@@ -426,11 +501,14 @@ def _series(sub: pl.DataFrame, metric: str) -> dict[int, float]:
     return dict(zip(rows["iteration"].to_list(), rows["value"].to_list(), strict=True))
 
 
-def _eval_point(sub: pl.DataFrame, it: int | None) -> tuple[int, int, float, float] | None:
+def _eval_point(
+    sub: pl.DataFrame, it: int | None, measure: HeldOut = SUCCESS
+) -> tuple[int, int, float, float] | None:
     """(successes, episodes, Wilson low, high) of the evaluation at iteration ``it``, if there is one."""
     if it is None:
         return None
-    values = [_series(sub, m).get(it) for m in (EVAL_SUCCESSES, EVAL_EPISODES, EVAL_LOW, EVAL_HIGH)]
+    names = (measure.successes, EVAL_EPISODES, measure.low, measure.high)
+    values = [_series(sub, m).get(it) for m in names]
     if any(v is None for v in values):
         return None
     wins, eps, low, high = (float(v or 0.0) for v in values)
@@ -456,6 +534,8 @@ def seed_results(frame: pl.DataFrame) -> list[SeedResult]:
                 last_iteration=last or 0,
                 before=_eval_point(sub, 0),
                 end=_eval_point(sub, last),
+                clean_before=_eval_point(sub, 0, CLEAN),
+                clean_end=_eval_point(sub, last, CLEAN),
                 step_acc=_first_last(_series(sub, "reward_model/step_accuracy")),
                 outcome_agreement=_first_last(_series(sub, "reward_model/outcome_agreement")),
                 accepted=accepted[max(accepted)] if accepted else 0.0,
@@ -477,20 +557,14 @@ def summarize(
     for arm in arms:
         mine = [s for s in seeds if s.arm == arm]
         full = [s for s in mine if s.before is not None and s.end is not None]
-        before = [s.before[0] / s.before[1] for s in mine if s.before is not None]
-        end = [s.end[0] / s.end[1] for s in full if s.end is not None]
-        delta = [
-            s.end[0] / s.end[1] - s.before[0] / s.before[1]
-            for s in full
-            if s.end is not None and s.before is not None
-        ]
+        success = [(s.before, s.end) for s in full if s.before and s.end]
+        clean = [(s.clean_before, s.clean_end) for s in full if s.clean_before and s.clean_end]
         out.append(
             ArmSummary(
                 arm=arm,
                 seeds=len(full),
-                before=Interval.of(before),
-                end=Interval.of(end),
-                delta=Interval.of(delta),
+                success=Change.of(success),
+                clean=Change.of(clean),
                 step_acc_start=Interval.of([s.step_acc[0] for s in full if s.step_acc]),
                 step_acc_end=Interval.of([s.step_acc[1] for s in full if s.step_acc]),
                 agreement_start=Interval.of([s.outcome_agreement[0] for s in full if s.outcome_agreement]),

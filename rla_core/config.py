@@ -48,6 +48,13 @@ class RewriterKind(StrEnum):
     LLM = "llm"
 
 
+class InvalidAction(StrEnum):
+    """What a training rollout does with an invalid answer (no ``\\boxed{}`` index, or one out of range)."""
+
+    FALLBACK = "fallback"  # spec §5: play index 0, or the clamped index, and go on
+    FAIL = "fail"  # the episode ends there as a failure (a format penalty through the outcome)
+
+
 class TextGameEngine(StrEnum):
     """Which engine plays the text-game setting's tasks (design §1: one setting, several engines)."""
 
@@ -207,6 +214,19 @@ class ModelsConfig(_Section):
         le=0.5,
         description="Share of the judge's warm-start step labels flipped (seeded): a weak judge (benchmarks).",
     )
+    policy_demo_noise: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Multi-step settings: 0 warm-starts the policy on the tasks' walkthroughs; above 0 on "
+            "policy_demo_episodes noisy-expert episodes per task, each step a random admissible action "
+            "with this probability (a weak but well-formed policy: benchmarks)."
+        ),
+    )
+    policy_demo_episodes: int = Field(
+        4, ge=1, description="Noisy-expert demonstration episodes per task (when policy_demo_noise > 0)."
+    )
     cache_dir: str = Field(".cache/models", description="Where bootstrapped tiny models are cached.")
     lora: LoraConfig = Field(default_factory=LoraConfig)
 
@@ -219,6 +239,14 @@ class RolloutConfig(_Section):
     max_steps: int = Field(8, ge=1, description="Episode cut after this many agent steps.")
     sampling: SamplingConfig = Field(
         default_factory=lambda: SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24)
+    )
+    invalid_action: InvalidAction = Field(
+        InvalidAction.FALLBACK,
+        description=(
+            "Multi-step settings, training rollouts only: 'fallback' plays the spec's fallback action "
+            "(index 0, or the clamped index); 'fail' ends the episode at an invalid answer as a failure. "
+            "Evaluation always uses the fallback, so held-out numbers stay comparable."
+        ),
     )
 
 

@@ -24,6 +24,7 @@ def rollout(ctx: StageContext, *, tasks: StageRef, policy: StageRef) -> dict[str
         frames = adapter_for(cfg.setting).rollout(
             cfg, play, generator=generator, n=cfg.rollout.rollouts_per_task, max_steps=cfg.rollout.max_steps,
             sampling=cfg.rollout.sampling, seed=ctx.seed, iteration=ctx.iteration, workdir=workdir,
+            invalid_action=cfg.rollout.invalid_action,
         )  # fmt: skip
     for name, frame in frames.items():
         ctx.writer.write_frame(name, frame)

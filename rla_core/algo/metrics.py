@@ -83,11 +83,23 @@ def eval_rows(rollouts: pl.DataFrame, *, iteration: int) -> pl.DataFrame:
     return validate("eval", eps, where="eval_rows")
 
 
+def clean_wins(evals: pl.DataFrame) -> pl.Series:
+    """Per episode: won without a single invalid answer.
+
+    Under the spec's fallback (an invalid answer plays index 0 or the clamped index) a garbled answer can
+    still win by luck; an episode that is won *cleanly* is exactly one that would also be won if an
+    invalid answer ended the episode (``rollout.invalid_action=fail``), since up to the first invalid
+    answer both rules play the same steps.
+    """
+    return (evals["outcome"] > 0) & (evals["invalid_actions"] == 0)
+
+
 def eval_metrics(evals: pl.DataFrame) -> dict[str, float]:
-    """policy/eval_success_rate and policy/eval_mean_steps."""
+    """policy/eval_success_rate, policy/eval_clean_success_rate (:func:`clean_wins`), policy/eval_mean_steps."""
     if evals.height == 0:
         return {}
     return {
         "policy/eval_success_rate": _mean(evals["outcome"] > 0),
+        "policy/eval_clean_success_rate": _mean(clean_wins(evals)),
         "policy/eval_mean_steps": _mean(evals["steps"]),
     }

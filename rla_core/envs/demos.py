@@ -31,7 +31,8 @@ from rla_core.envs.prompts import (
 from rla_core.envs.rollout import derive_seed
 
 if TYPE_CHECKING:
-    from rla_core.envs.base import Environment
+    from rla_core.config import RunConfig
+    from rla_core.envs.base import Environment, Episode
 
 _COLUMNS = {"prompt": pl.String, "response": pl.String}
 
@@ -44,14 +45,17 @@ def _play(
     max_steps: int,
     history_turns: int,
 ) -> list[tuple[str, str, str, bool, str]]:
-    """Play one episode; per step (policy prompt, response, next observation, action is expert, action)."""
+    """Play one episode; per step (policy prompt, response, next observation, action is expert, action).
+
+    ``choose(step, actions, episode)`` returns the action to play, or None to stop.
+    """
     episode = env.open(spec, seed=0)
     steps: list[tuple[str, str, str, bool, str]] = []
     history: list[tuple[str, str]] = []
     try:
         for step in range(max_steps):
             actions = list(episode.admissible_actions)
-            action = choose(step, actions)
+            action = choose(step, actions, episode)
             if action is None or not actions:
                 break
             prompt = render_policy_prompt(
@@ -84,7 +88,7 @@ def policy_demos(
         for walkthrough in env.demonstrations(spec, seed=0):
             plan = list(walkthrough)
 
-            def choose(step: int, actions: list[str], plan: list[str] = plan) -> str | None:
+            def choose(step: int, actions: list[str], _ep: Episode, plan: list[str] = plan) -> str | None:
                 return plan[step] if step < len(plan) else None
 
             for prompt, response, _obs, _good, _action in _play(
@@ -92,6 +96,69 @@ def policy_demos(
             ):
                 rows.append({"prompt": prompt, "response": response})
     return pl.DataFrame(rows, schema=_COLUMNS)
+
+
+def noisy_policy_demos(
+    env: Environment,
+    specs: Sequence[dict[str, Any]],
+    *,
+    noise: float,
+    episodes: int,
+    max_steps: int,
+    seed: int = 0,
+    history_turns: int = 2,
+) -> pl.DataFrame:
+    """Policy SFT rows from a noisy expert (warm start of a weak but well-formed policy, for benchmarks).
+
+    Each task is played ``episodes`` times (cut at ``max_steps`` or the end of the game). At every step
+    the demonstrator plays, with probability ``noise``, a uniformly random admissible action, and
+    otherwise one of the engine's optimal next commands from the current state (seeded by
+    ``derive_seed(seed, spec, "policy-demo", i)``). Every row pairs an action name with its index, so the
+    policy learns the answer format from all of them; only about ``1 - noise`` of them show a good choice.
+
+    Example:
+        >>> noisy_policy_demos(env, [spec], noise=0.5, episodes=4, max_steps=6).columns  # doctest: +SKIP
+        ['prompt', 'response']
+    """
+    if not 0.0 <= noise <= 1.0 or episodes < 1 or max_steps < 1:
+        raise ValueError(
+            f"noise={noise} must lie in [0, 1], episodes={episodes} and max_steps={max_steps} >= 1"
+        )
+    rows: list[dict[str, str]] = []
+    for spec in specs:
+        for i in range(episodes):
+            rng = random.Random(derive_seed(seed, sorted(spec.items()), "policy-demo", i))
+
+            def choose(step: int, actions: list[str], ep: Episode, rng: random.Random = rng) -> str | None:
+                if not actions:
+                    return None
+                good = [a for a in ep.expert_actions() if a in actions]
+                return rng.choice(actions) if rng.random() < noise or not good else rng.choice(good)
+
+            for prompt, response, _obs, _good, _action in _play(
+                env, spec, choose=choose, max_steps=max_steps, history_turns=history_turns
+            ):
+                rows.append({"prompt": prompt, "response": response})
+    return pl.DataFrame(rows, schema=_COLUMNS)
+
+
+def policy_warm_start_rows(
+    cfg: RunConfig, env: Environment, specs: Sequence[dict[str, Any]], *, seed: int
+) -> pl.DataFrame:
+    """The policy's warm-start rows as configured: the walkthroughs (:func:`policy_demos`), or with
+    ``models.policy_demo_noise > 0`` noisy-expert episodes (:func:`noisy_policy_demos`)."""
+    turns = cfg.models.history_turns  # demos show the history the rollouts will show
+    if cfg.models.policy_demo_noise > 0:
+        return noisy_policy_demos(
+            env,
+            specs,
+            noise=cfg.models.policy_demo_noise,
+            episodes=cfg.models.policy_demo_episodes,
+            max_steps=cfg.rollout.max_steps,
+            seed=seed,
+            history_turns=turns,
+        )
+    return policy_demos(env, specs, history_turns=turns)
 
 
 def judge_demos(
@@ -122,7 +189,7 @@ def judge_demos(
         trajectories = []
         for plan in plans:
 
-            def expert(step: int, actions: list[str], plan: list[str] = plan) -> str | None:
+            def expert(step: int, actions: list[str], _ep: Episode, plan: list[str] = plan) -> str | None:
                 return plan[step] if step < len(plan) else None
 
             trajectories.append(
@@ -131,7 +198,7 @@ def judge_demos(
         for i in range(random_rollouts):
             rng = random.Random(derive_seed(seed, sorted(spec.items()), i))
 
-            def pick(step: int, actions: list[str], rng: random.Random = rng) -> str | None:
+            def pick(step: int, actions: list[str], _ep: Episode, rng: random.Random = rng) -> str | None:
                 return rng.choice(actions) if actions else None
 
             trajectories.append(

@@ -40,6 +40,7 @@ import polars as pl
 from rla_core import progress
 from rla_core.algo.curriculum import PlayTask
 from rla_core.algo.parsing import Parsed, fallback_action_index, parse_action_index
+from rla_core.config import InvalidAction
 from rla_core.envs.base import StepResult
 from rla_core.envs.prompts import render_policy_prompt
 from rla_core.schemas import get_schema, validate
@@ -100,6 +101,7 @@ def run_rollouts(
     mode: GenerationMode = GenerationMode.JOINT,
     timings: RolloutTimings | None = None,
     rollout_ids: Sequence[int] | None = None,
+    invalid_action: InvalidAction = InvalidAction.FALLBACK,
 ) -> pl.DataFrame:
     """Play ``n`` rollouts of every task concurrently; return the 'rollouts' artifact (spec §1.2(a)).
 
@@ -112,6 +114,8 @@ def run_rollouts(
     (chat markup when ``models.serving.chat_template`` is on). Rows are ordered by
     task order, rollout_id, step. ``timings``, when given, accumulates generation vs. engine time.
     ``rollout_ids`` plays only those rollouts of each task (default ``range(n)``), e.g. to replay one.
+    ``invalid_action``: ``FALLBACK`` plays the spec's fallback action for an invalid answer; ``FAIL``
+    ends the episode there as a failure (the row's ``action`` is empty and the game is not stepped).
     """
     if n < 1 or max_steps < 1:
         raise ValueError(f"n={n} and max_steps={max_steps} must both be at least 1")
@@ -153,8 +157,9 @@ def run_rollouts(
                 still: list[_Live] = []
                 for ep, prompt, out in zip(live, prompts, outputs, strict=True):
                     _play_turn(
-                        ep, step=step, prompt=prompt, out=out, max_steps=max_steps, iteration=iteration
-                    )
+                        ep, step=step, prompt=prompt, out=out, max_steps=max_steps, iteration=iteration,
+                        invalid_action=invalid_action,
+                    )  # fmt: skip
                     (still if not ep.rows[-1]["done"] else finished).append(ep)
                 timer.engine_s += time.perf_counter() - started
                 timer.steps += len(live)
@@ -190,7 +195,20 @@ def _generate(
     ]
 
 
-def _play_turn(ep: _Live, *, step: int, prompt: str, out: Generation, max_steps: int, iteration: int) -> None:
+# The next observation recorded when an invalid answer ends an episode (InvalidAction.FAIL).
+INVALID_ANSWER_ENDS = "Invalid answer (no valid action index in \\boxed{}): the episode ends."
+
+
+def _play_turn(
+    ep: _Live,
+    *,
+    step: int,
+    prompt: str,
+    out: Generation,
+    max_steps: int,
+    iteration: int,
+    invalid_action: InvalidAction,
+) -> None:
     episode = ep.episode
     actions = list(episode.admissible_actions)
     expert = episode.expert_actions()
@@ -204,8 +222,12 @@ def _play_turn(ep: _Live, *, step: int, prompt: str, out: Generation, max_steps:
         result = StepResult(observation=observation_before, done=True, won=False)
     else:
         parsed = parse_action_index(out.text, len(actions))
-        action = actions[fallback_action_index(parsed, len(actions))]
-        result = episode.step(action)
+        if parsed.valid or invalid_action is InvalidAction.FALLBACK:
+            action = actions[fallback_action_index(parsed, len(actions))]
+            result = episode.step(action)
+        else:
+            action = ""
+            result = StepResult(observation=INVALID_ANSWER_ENDS, done=True, won=False)
     done = result.done or step + 1 >= max_steps
     ep.history.append((observation_before, action))
     ep.rows.append(

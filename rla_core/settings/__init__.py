@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
-from rla_core.config import RunConfig, Setting
+from rla_core.config import InvalidAction, RunConfig, Setting
 from rla_core.errors import ConfigError, EnvironmentSpecError
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ class SettingAdapter(Protocol):
         seed: int,
         iteration: int,
         workdir: Path | None = None,
+        invalid_action: InvalidAction = InvalidAction.FALLBACK,
     ) -> dict[str, pl.DataFrame]:
         """Play ``tasks``; frames by artifact name. Side files (GUI screenshots) go under ``workdir/files``."""
         ...

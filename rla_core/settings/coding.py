@@ -20,7 +20,7 @@ from rla_core.algo.coding_rewards import (
     score_programs,
 )
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
-from rla_core.config import RunConfig
+from rla_core.config import InvalidAction, RunConfig
 from rla_core.errors import EnvironmentSpecError
 from rla_core.schemas import validate
 from rla_core.settings import WarmStartData, resolve_data_path
@@ -118,12 +118,14 @@ class CodingSetting:
         seed: int,
         iteration: int,
         workdir: Path | None = None,
+        invalid_action: InvalidAction = InvalidAction.FALLBACK,
     ) -> dict[str, pl.DataFrame]:
         from rla_core.coding.execute import gt_tests_frame, run_tests
         from rla_core.coding.prompts import policy_prompt
         from rla_core.coding.unit_tests import extract_program
 
-        del max_steps, workdir  # coding has one step per rollout (spec §0: T = 1) and no side files
+        # Coding has one step per rollout (spec §0: T = 1), no action index to be invalid, and no side files.
+        del max_steps, workdir, invalid_action
         coding = [coding_task(t.task_id, t.spec) for t in tasks]
         prompts = [
             policy_prompt(c.question, test_method=c.test_method, entry_point=c.entry_point) for c in coding

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
-from rla_core.config import RunConfig
+from rla_core.config import InvalidAction, RunConfig
 from rla_core.settings import WarmStartData, resolve_data_path
 from rla_core.settings.textgame import TextGameSetting
 
@@ -63,14 +63,14 @@ class GuiSetting:
         return [PlayTask(slot_id(s), slot_id(s), False, s) for s in self._specs(path or cfg.gui.eval_tasks)]
 
     def warm_start(self, cfg: RunConfig, *, seed: int) -> WarmStartData:
-        from rla_core.envs.demos import corpus_texts, judge_demos, policy_demos
+        from rla_core.envs.demos import corpus_texts, judge_demos, policy_warm_start_rows
 
         specs = self._specs(cfg.gui.tasks)
         with self.env(cfg) as env:
             turns = cfg.models.history_turns  # demos show the history the rollouts will show
             return WarmStartData(
                 corpus=corpus_texts(env, specs, seed=seed, history_turns=turns),
-                policy_rows=policy_demos(env, specs, history_turns=turns),
+                policy_rows=policy_warm_start_rows(cfg, env, specs, seed=seed),
                 reward_rows=judge_demos(
                     env, specs, seed=seed, history_turns=turns, judge_template=self.judge_template
                 ),
@@ -88,6 +88,7 @@ class GuiSetting:
         seed: int,
         iteration: int,
         workdir: Path | None = None,
+        invalid_action: InvalidAction = InvalidAction.FALLBACK,
     ) -> dict[str, pl.DataFrame]:
         """Play the tasks in a fresh browser pool; with ``workdir`` and ``gui.screenshots``, each step's
         screenshot is kept under ``workdir/files/screenshots`` and referenced relative to ``workdir``."""
@@ -98,7 +99,7 @@ class GuiSetting:
             rollouts = run_rollouts(
                 tasks,
                 env=env, generator=generator, n=n, max_steps=max_steps, sampling=sampling, seed=seed,
-                iteration=iteration, history_turns=cfg.models.history_turns,
+                iteration=iteration, history_turns=cfg.models.history_turns, invalid_action=invalid_action,
             )  # fmt: skip
         if workdir is not None:
             prefix = str(workdir) + "/"

@@ -16,7 +16,7 @@ import polars as pl
 
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
 from rla_core.algo.labels import policy_samples, reward_samples
-from rla_core.config import RunConfig
+from rla_core.config import InvalidAction, RunConfig
 from rla_core.errors import EnvironmentSpecError
 from rla_core.settings import WarmStartData, read_jsonl
 
@@ -69,14 +69,14 @@ class TextGameSetting:
         return [PlayTask(slot, slot, False, spec) for slot, spec in rows]
 
     def warm_start(self, cfg: RunConfig, *, seed: int) -> WarmStartData:
-        from rla_core.envs.demos import corpus_texts, judge_demos, policy_demos
+        from rla_core.envs.demos import corpus_texts, judge_demos, policy_warm_start_rows
 
         env = self.env(cfg)
         specs = [spec for _slot, _env, spec in self.seed_tasks(cfg)]
         turns = cfg.models.history_turns  # demos show the history the rollouts will show
         return WarmStartData(
             corpus=corpus_texts(env, specs, seed=seed, history_turns=turns),
-            policy_rows=policy_demos(env, specs, history_turns=turns),
+            policy_rows=policy_warm_start_rows(cfg, env, specs, seed=seed),
             reward_rows=judge_demos(env, specs, seed=seed, history_turns=turns),
         )
 
@@ -92,6 +92,7 @@ class TextGameSetting:
         seed: int,
         iteration: int,
         workdir: Path | None = None,
+        invalid_action: InvalidAction = InvalidAction.FALLBACK,
     ) -> dict[str, pl.DataFrame]:
         from rla_core.envs.rollout import run_rollouts
 
@@ -106,6 +107,7 @@ class TextGameSetting:
             seed=seed,
             iteration=iteration,
             history_turns=cfg.models.history_turns,
+            invalid_action=invalid_action,
         )
         return {"rollouts": rollouts}
 

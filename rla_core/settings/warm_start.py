@@ -50,6 +50,11 @@ def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartR
 
     if cfg.models.warm_start_seed is not None:
         seed = cfg.models.warm_start_seed
+    if cfg.models.policy_demo_noise > 0 and cfg.setting is Setting.CODING:
+        raise ConfigError(
+            "models.policy_demo_noise plays noisy-expert episodes of a multi-step game; coding has no "
+            "expert to follow: leave it at 0 for setting=coding"
+        )
     data = adapter_for(cfg.setting).warm_start(cfg, seed=seed)
     reward_rows = data.reward_rows
     if cfg.models.reward_label_noise > 0:

@@ -15,7 +15,14 @@ from rla_core.algo.curriculum import (
     rewrite_targets,
     tasks_to_play,
 )
-from rla_core.algo.metrics import band_share, eval_rows, judgment_metrics, rollout_metrics
+from rla_core.algo.metrics import (
+    band_share,
+    clean_wins,
+    eval_metrics,
+    eval_rows,
+    judgment_metrics,
+    rollout_metrics,
+)
 from rla_core.algo.registry import TaskRegistry
 from rla_core.config import AdaptationConfig, Band
 from rla_core.errors import RegistryError
@@ -146,3 +153,16 @@ def test_eval_rows_one_row_per_episode() -> None:
         (1, -1.0, 1, 0),
     ]
     assert out["iteration"].to_list() == [3, 3]
+
+
+def test_eval_metrics_count_a_win_with_an_invalid_answer_as_success_but_not_clean() -> None:
+    # four episodes: a clean win, a win with one invalid answer, a loss, a loss with invalid answers
+    evals = pl.DataFrame(
+        {"outcome": [1.0, 1.0, -1.0, -1.0], "steps": [2, 3, 6, 6], "invalid_actions": [0, 1, 0, 2]}
+    )
+    assert clean_wins(evals).to_list() == [True, False, False, False]
+    assert eval_metrics(evals) == {
+        "policy/eval_success_rate": 0.5,
+        "policy/eval_clean_success_rate": 0.25,
+        "policy/eval_mean_steps": 4.25,
+    }

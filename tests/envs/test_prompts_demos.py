@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rla_core.envs.demos import corpus_texts, judge_demos, policy_demos
+from rla_core.envs.demos import corpus_texts, judge_demos, noisy_policy_demos, policy_demos
 from rla_core.envs.prompts import render_policy_prompt, template_hash
 from rla_core.envs.textworld_env import TextWorldEnv
 from tests.envs.conftest import TWO_STEP
@@ -31,3 +31,26 @@ def test_demos_follow_the_walkthrough_and_label_by_policy_commands(env: TextWorl
     # the two expert steps come first and are good; random steps include bad ones
     assert labels[:2] == [True, True] and not all(labels)
     assert any("close safe" in t for t in corpus_texts(env, [TWO_STEP]))
+
+
+def _boxed_action(prompt: str, response: str) -> str:
+    """The action a demo row answers: the prompt's action line numbered with the response's boxed index."""
+    index = response.split("\\boxed{")[1].rstrip("}")
+    line = next(x for x in prompt.splitlines() if x.startswith(f"{index}: "))
+    return line.split(": ", 1)[1]
+
+
+def test_noisy_policy_demos_follow_the_expert_at_noise_0_and_are_seeded(env: TextWorldEnv) -> None:
+    # noise 0: every episode is the expert's two steps (go east, close safe), then the game is won
+    expert = noisy_policy_demos(env, [TWO_STEP], noise=0.0, episodes=3, max_steps=6, seed=0)
+    assert expert.height == 6
+    answered = [_boxed_action(p, r) for p, r in expert.rows()]
+    assert answered == ["go east", "close safe"] * 3
+    # noise 1: uniformly random admissible actions for all 4 steps (the game is not won by chance here),
+    # each row still boxing the index of the action it names; the same seed gives the same rows
+    noisy = noisy_policy_demos(env, [TWO_STEP], noise=1.0, episodes=2, max_steps=4, seed=5)
+    assert noisy.height == 8
+    for prompt, response in noisy.rows():
+        assert response.startswith(f"I should {_boxed_action(prompt, response)}.")
+    assert noisy.equals(noisy_policy_demos(env, [TWO_STEP], noise=1.0, episodes=2, max_steps=4, seed=5))
+    assert not noisy.equals(noisy_policy_demos(env, [TWO_STEP], noise=1.0, episodes=2, max_steps=4, seed=6))

@@ -8,10 +8,16 @@ from pathlib import Path
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from rla_core.config import SamplingConfig
+from rla_core.config import InvalidAction, SamplingConfig
 from rla_core.envs.base import StepResult
 from rla_core.envs.judge import judge_steps
-from rla_core.envs.rollout import GenerationMode, RolloutTask, derive_seed, run_rollouts
+from rla_core.envs.rollout import (
+    INVALID_ANSWER_ENDS,
+    GenerationMode,
+    RolloutTask,
+    derive_seed,
+    run_rollouts,
+)
 from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.models.generator import TransformersGenerator
 from tests.envs.conftest import ONE_STEP, TWO_STEP
@@ -48,6 +54,33 @@ def test_invalid_answers_are_recorded_and_fallback_played(env: TextWorldEnv) -> 
     assert frame["outcome"].to_list() == [-1.0, -1.0, -1.0]
     assert frame["done"].to_list() == [False, False, True]
     assert frame["iteration"].unique().to_list() == [2]
+
+
+def test_invalid_answer_ends_the_episode_as_a_failure_under_the_fail_rule(env: TextWorldEnv) -> None:
+    # TWO_STEP: a valid first step, then an out-of-range index. Under InvalidAction.FAIL the game is not
+    # stepped again: the episode ends on that row as a failure, and later answers are never asked for.
+    ep = env.open(TWO_STEP, seed=0)
+    go_east = ep.admissible_actions.index("go east")
+    ep.close()
+    gen = RecordedGenerator([f"\\boxed{{{go_east}}}", r"\boxed{42}", r"\boxed{0}"])
+    frame = run_rollouts(
+        [RolloutTask("t", "s", False, TWO_STEP)],
+        env=env,
+        generator=gen,
+        n=1,
+        max_steps=3,
+        sampling=SamplingConfig(),
+        seed=0,
+        iteration=1,
+        invalid_action=InvalidAction.FAIL,
+    )
+    assert frame["step"].to_list() == [0, 1]
+    assert frame["action"].to_list() == ["go east", ""]
+    assert frame["action_valid"].to_list() == [True, False]
+    assert frame["invalid_reason"][1] == "index 42 out of range 0..8"
+    assert frame["next_observation"][1] == INVALID_ANSWER_ENDS
+    assert frame["done"].to_list() == [False, True]
+    assert frame["outcome"].to_list() == [-1.0, -1.0]
 
 
 def test_winning_rollout_is_cut_at_the_win(env: TextWorldEnv) -> None:

@@ -89,6 +89,8 @@ def test_reports_render_in_chromium_with_every_figure_holding_its_data(
     evaluated = evaluated_iterations(store, run_id)
     by_meta = {t["meta"]: t for t in figures["learning"]}
     assert by_meta["eval"]["x"] == evaluated  # one point per evaluated iteration
+    assert by_meta["eval_clean"]["x"] == evaluated
+    assert all(c <= e for c, e in zip(by_meta["eval_clean"]["y"], by_meta["eval"]["y"], strict=True))
     assert by_meta["train"]["x"] == [1]
     assert sum(1 for t in figures["learning"] if t["meta"] == "band") == 2  # Wilson band edges
     assert {t["name"] for t in figures["reward_model"]} == {"step accuracy", "outcome agreement"}
@@ -99,14 +101,15 @@ def test_reports_render_in_chromium_with_every_figure_holding_its_data(
 
     page = browse(study_html, tmp_path / "study-png")
     figures = _figures(page)
-    assert {"heldout", "train", "rm_step_accuracy", "accepted", "policy_kl"} <= set(figures)
-    lines = {t["meta"]: t for t in figures["heldout"] if t["meta"] in ARMS}
-    assert set(lines) == set(ARMS)  # every arm present
-    for arm in ARMS:
-        assert lines[arm]["x"] == evaluated_iterations(store, run_id_for(STUDY, arm, 1))
+    assert {"heldout", "heldout_clean", "train", "rm_step_accuracy", "accepted", "policy_kl"} <= set(figures)
+    for panel in ("heldout", "heldout_clean"):
+        lines = {t["meta"]: t for t in figures[panel] if t["meta"] in ARMS}
+        assert set(lines) == set(ARMS)  # every arm present
+        for arm in ARMS:
+            assert lines[arm]["x"] == evaluated_iterations(store, run_id_for(STUDY, arm, 1))
     assert {t["meta"] for t in figures["train"]} == set(ARMS)
     html = study_html.read_text(encoding="utf-8")
-    assert "id='summary'" in html and "policy" in html and "full" in html
+    assert "id='summary'" in html and "id='summary-clean'" in html and "policy" in html and "full" in html
 
 
 def test_bad_input_gets_specific_errors(flow_env: FlowEnv, study_root: Path, tmp_path: Path) -> None:
