@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from polars.testing import assert_frame_equal
@@ -24,27 +25,38 @@ from tests.envs.conftest import ONE_STEP, TWO_STEP
 from tests.recorded import RecordedGenerator
 
 
-def test_invalid_answers_are_recorded_and_fallback_played(env: TextWorldEnv) -> None:
-    # TWO_STEP starts with 9 admissible actions (indices 0..8); 'go east' is the walkthrough's first.
+def _two_step_start(env: TextWorldEnv) -> list[str]:
+    """TWO_STEP's first admissible actions: 9 (indices 0..8); 'go east' is the walkthrough's first."""
     ep = env.open(TWO_STEP, seed=0)
-    go_east = ep.admissible_actions.index("go east")
-    ep.close()
-    gen = RecordedGenerator([r"\boxed{42}", "no box here", f"go east \\boxed{{{go_east}}}"])
-    frame = run_rollouts(
+    try:
+        return list(ep.admissible_actions)
+    finally:
+        ep.close()
+
+
+def _play_answers(env: TextWorldEnv, answers: list[str], **kwargs: Any) -> pl.DataFrame:
+    """One TWO_STEP rollout of at most 3 steps whose responses are ``answers``, in order."""
+    return run_rollouts(
         [RolloutTask("t", "s", False, TWO_STEP)],
         env=env,
-        generator=gen,
+        generator=RecordedGenerator(answers),
         n=1,
         max_steps=3,
         sampling=SamplingConfig(),
         seed=0,
-        iteration=2,
+        **kwargs,
     )
+
+
+def test_invalid_answers_are_recorded_and_fallback_played(env: TextWorldEnv) -> None:
+    actions = _two_step_start(env)
+    go_east = actions.index("go east")
+    frame = _play_answers(env, [r"\boxed{42}", "no box here", f"go east \\boxed{{{go_east}}}"], iteration=2)
     assert frame["step"].to_list() == [0, 1, 2]
     # step 0: index 42 is out of range 0..8 -> clamped to 8 (spec §5 fallback), recorded invalid
     assert frame["action_valid"][0] is False
     assert frame["invalid_reason"][0] == "index 42 out of range 0..8"
-    assert frame["action"][0] == ep.admissible_actions[8]
+    assert frame["action"][0] == actions[8]
     # step 1: no box -> fallback index 0
     assert frame["action_valid"][1] is False and frame["invalid_reason"][1] is not None
     # step 2: a valid boxed index is played as is
@@ -59,21 +71,9 @@ def test_invalid_answers_are_recorded_and_fallback_played(env: TextWorldEnv) -> 
 def test_invalid_answer_ends_the_episode_as_a_failure_under_the_fail_rule(env: TextWorldEnv) -> None:
     # TWO_STEP: a valid first step, then an out-of-range index. Under InvalidAction.FAIL the game is not
     # stepped again: the episode ends on that row as a failure, and later answers are never asked for.
-    ep = env.open(TWO_STEP, seed=0)
-    go_east = ep.admissible_actions.index("go east")
-    ep.close()
-    gen = RecordedGenerator([f"\\boxed{{{go_east}}}", r"\boxed{42}", r"\boxed{0}"])
-    frame = run_rollouts(
-        [RolloutTask("t", "s", False, TWO_STEP)],
-        env=env,
-        generator=gen,
-        n=1,
-        max_steps=3,
-        sampling=SamplingConfig(),
-        seed=0,
-        iteration=1,
-        invalid_action=InvalidAction.FAIL,
-    )
+    go_east = _two_step_start(env).index("go east")
+    answers = [f"\\boxed{{{go_east}}}", r"\boxed{42}", r"\boxed{0}"]
+    frame = _play_answers(env, answers, iteration=1, invalid_action=InvalidAction.FAIL)
     assert frame["step"].to_list() == [0, 1]
     assert frame["action"].to_list() == ["go east", ""]
     assert frame["action_valid"].to_list() == [True, False]
