@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -510,11 +510,19 @@ class VllmServerGenerator:
             for prompt, prompt_seed in zip(prompts, per_prompt, strict=True)
         ]
         client = self._http()
-        if len(bodies) == 1 or self.max_in_flight == 1:
-            return [self._request(client, body, n) for body in bodies]
-        with ThreadPoolExecutor(max_workers=min(self.max_in_flight, len(bodies))) as pool:
-            futures = [pool.submit(self._request, client, body, n) for body in bodies]
-            return [f.result() for f in futures]
+        with progress.track("generation", total=len(bodies) * n, unit="sequences", log_end=False) as counter:
+            if len(bodies) == 1 or self.max_in_flight == 1:
+                out = []
+                for body in bodies:
+                    out.append(self._request(client, body, n))
+                    counter.advance(n)
+                return out
+            with ThreadPoolExecutor(max_workers=min(self.max_in_flight, len(bodies))) as pool:
+                futures = [pool.submit(self._request, client, body, n) for body in bodies]
+                for done in as_completed(futures):  # progress as answers arrive; the first error raises
+                    done.result()
+                    counter.advance(n)
+                return [f.result() for f in futures]
 
     def _request(self, client: httpx.Client, body: dict[str, Any], n: int) -> list[Generation]:
         import httpx

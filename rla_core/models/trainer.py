@@ -376,6 +376,8 @@ def train_loop(
     sums = [0.0, 0.0, 0.0, 0.0, 0.0]  # loss, pg, kl, clipped tokens, tokens
     grad_norms: list[float] = []
     kl_first: float | None = None
+    # Reported by the stage's reporter on the launching process; a no-op in accelerate workers (none set).
+    counter = progress.start("update", total=len(plan), unit="optimizer steps", rate="rows")
     for g, group in enumerate(plan):
         for m, micro in enumerate(group):
             sync = m == len(group) - 1
@@ -400,6 +402,8 @@ def train_loop(
             sums[3] += float(clipped)
             sums[4] += float(mask.sum())
         grad_norms.append(runtime.clip_and_step(model, optimizer, cfg.grad_clip))
+        counter.advance(1, rows=sum(1 for micro in group for _i, w in micro if w > 0.0))
+    counter.finish()
     loss, pg_sum, kl_sum, clipped_tokens, total_tokens = runtime.reduce_sum(sums)
     return model, {
         "loss": loss / n,

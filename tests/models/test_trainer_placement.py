@@ -212,3 +212,16 @@ def test_failing_worker_fails_with_its_error_and_leaves_nothing(tiny_model: Path
     assert not (tmp_path / "out").exists()
     assert not _leftovers(str(tmp_path))
     assert not list(default_runtime_dir("train").glob(f"train-{os.getpid()}-*.json"))  # pidfile removed
+
+
+def test_the_update_loop_reports_its_optimizer_steps(tiny_model: Path, tmp_path: Path) -> None:
+    """5 rows, update_per_step=2: ceil(5/2)=3 rows per step, so 2 optimizer steps over 3 + 2 rows."""
+    from rla_core import progress
+
+    lines: list[str] = []
+    cfg = TrainConfig(lr=1e-3, update_per_step=2, micro_batch_size=2)
+    reporter = progress.Reporter("train_policy iter 1", log=lines.append, tty=False, log_every_s=0.0)
+    with progress.reporting(reporter):
+        rl_update(tiny_model, ROWS, cfg=cfg, out_dir=tmp_path / "up", seed=0, lora=LoraConfig())
+    assert lines[0].startswith("train_policy iter 1 update: 1/2 optimizer steps")
+    assert lines[-1].startswith("train_policy iter 1 update: 2/2 optimizer steps") and "5 rows" in lines[-1]

@@ -127,6 +127,21 @@ def test_concurrent_requests_bounded_in_order_with_seeds(fake_server: _FakeOpenA
         gen.generate(["x"], n=1, sampling=SamplingConfig(), seed=0)
 
 
+def test_concurrent_requests_report_progress_as_answers_arrive(fake_server: _FakeOpenAI) -> None:
+    from rla_core import progress
+
+    lines: list[str] = []
+    gen = VllmServerGenerator(_url(fake_server), model="rla-k1-policy", max_in_flight=4)
+    reporter = progress.Reporter("judge iter 2", log=lines.append, tty=False, log_every_s=0.0)
+    with progress.reporting(reporter):
+        gen.generate([f"p{i}" for i in range(8)], n=3, sampling=SamplingConfig(max_new_tokens=2), seed=0)
+    gen.close()
+    # one line per answered request (3 sequences each): 3/24 ... 21/24; generation is an inner loop of
+    # its stage (log_end=False), so its end line is left to the stage's own counter
+    assert [line.split(": ")[1].split(" ")[0] for line in lines] == [f"{3 * k}/24" for k in range(1, 8)]
+    assert lines[0].startswith("judge iter 2 generation: 3/24 sequences")
+
+
 def test_vllm_backend_without_interpreter_is_an_error(tiny_model: Path, tmp_path: Path) -> None:
     serving = ServingConfig(backend=Backend.VLLM, interpreter=str(tmp_path / "no-venv" / "python"))
     with pytest.raises(ModelError, match=r"models\.serving\.interpreter=.*no-venv.*backend=transformers"):
