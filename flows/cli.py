@@ -38,14 +38,32 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM delivered as an exception, so ``finally`` blocks and ``atexit`` handlers run.
+
+    Without it the default action ends the process on the spot (Prefect's own SIGTERM bridge re-sends the
+    signal to the previous handler once the flow has crashed), leaving the ephemeral Prefect server, a
+    per-stage vLLM server or the run lock behind.
+    """
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(f"signal {signum}")
+
+
 def _guard(fn: Callable[[], T]) -> T:
     """Run a command body; turn known errors into one line and a non-zero exit."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return fn()
     except RlaError as exc:
         if os.environ.get("RLA_DEBUG"):
             raise
         _fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+    except Terminated:
+        _fail("terminated (SIGTERM); `rla resume RUN_ID` continues where it stopped", code=143)
     except KeyboardInterrupt:
         _fail("interrupted; `rla resume RUN_ID` continues where it stopped", code=130)
     except Exception as exc:

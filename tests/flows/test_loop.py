@@ -3,7 +3,11 @@ changes that reuse upstream stages, the run lock and MLflow metrics."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -115,6 +119,39 @@ def test_sigkill_mid_stage_then_resume_matches_uninterrupted_run(
         assert after[key] == attempt, key
     # …and the resumed run produced exactly the artifacts of the uninterrupted one (same seed).
     assert content_keys(store, run_id) == content_keys(store, base_id)
+
+
+def test_sigterm_mid_stage_exits_cleanly_leaves_no_process_and_resumes(
+    flow_env: FlowEnv, baseline: tuple[Path, str]
+) -> None:
+    """SIGTERM (what a scheduler or `kill` sends) crashes the flow run, stops the ephemeral Prefect server,
+    releases the run lock and exits 143 with a one-line hint; `rla resume` then finishes the run."""
+    root, base_id = baseline
+    run_id = "terminated"
+    log = flow_env.base / "terminated.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flows.cli", "run", *TEST_RUN, *flow_env.settings(root), "--run-id", run_id],
+            cwd=flow_env.base, env=flow_env.env, stdout=subprocess.DEVNULL, stderr=err, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        target = root / run_id / "iter-0001" / "judge" / "attempt-0001" / "_begun.json"
+        deadline = time.monotonic() + 400
+        try:
+            while not target.exists():
+                assert proc.poll() is None, "the run ended before the judge stage of iteration 1 began"
+                assert time.monotonic() < deadline, "the judge stage of iteration 1 never began"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)  # the CLI process only, not its group
+            assert proc.wait(timeout=60) == 143
+            time.sleep(0.5)
+            with pytest.raises(ProcessLookupError):  # nothing it started is left (the Prefect server)
+                os.killpg(proc.pid, 0)
+        finally:
+            kill_group(proc)
+    assert "terminated (SIGTERM); `rla resume RUN_ID` continues" in log.read_text()
+    flow_env.rla("resume", run_id, "--root", str(root))  # the lock was released
+    assert content_keys(ArtifactStore(str(root)), run_id) == content_keys(ArtifactStore(str(root)), base_id)
 
 
 def test_changing_only_training_config_reuses_rollout_judge_label(
