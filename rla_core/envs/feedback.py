@@ -114,7 +114,12 @@ def critic_feedback(
         )
     summaries: dict[tuple[str, int], tuple[str | None, str | None]] = {}
     if summarizer is not None and sampling is not None and prompts:
-        outputs = summarizer.generate(prompts, n=1, sampling=sampling, seed=derive_seed(seed, "summaries"))
+        outputs = summarizer.generate(
+            [summarizer.format_prompt(p) for p in prompts],
+            n=1,
+            sampling=sampling,
+            seed=derive_seed(seed, "summaries"),
+        )
         for key, out in zip(keys, outputs, strict=True):
             boxed = last_boxed(out[0].text)
             text = boxed.strip() if boxed is not None else ""

@@ -58,7 +58,8 @@ def judge_steps(
     Judgments of a step depend only on that step and the seed (module docstring), not on the batch.
 
     Reads 'rollouts' columns task_id, rollout_id, step, prompt, response, next_observation. Writes
-    iteration, task_id, rollout_id, step, judge_idx (0..m-1), prompt (the judge prompt), response,
+    iteration, task_id, rollout_id, step, judge_idx (0..m-1), prompt (the judge prompt, through
+    ``generator.format_prompt``: chat markup when ``models.serving.chat_template`` is on), response,
     score (+1 / -1, null when unparsable) and parse_error (null when parsed).
     """
     if m < 1:
@@ -67,12 +68,15 @@ def judge_steps(
     steps = rollouts.select([*_STEP_KEY, "prompt", "response", "next_observation"]).to_dicts()
     if not steps:
         return validate("judgments", pl.DataFrame(schema=get_schema("judgments").polars_schema))
+    # In the judge model's chat markup when configured: the recorded prompt is what the judge saw.
     prompts = [
-        render_judge_prompt(
-            prompt=s["prompt"],
-            response=s["response"],
-            next_observation=s["next_observation"],
-            template=template,
+        generator.format_prompt(
+            render_judge_prompt(
+                prompt=s["prompt"],
+                response=s["response"],
+                next_observation=s["next_observation"],
+                template=template,
+            )
         )
         for s in steps
     ]

@@ -190,8 +190,9 @@ class LlmRewriter:
 
     def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
         """One generate call for the k attempts; each output parsed with :func:`parse_candidate`."""
+        prompts = [self.generator.format_prompt(p) for p in self.prompts(request, k=k)]
         outs = self.generator.generate(
-            self.prompts(request, k=k), n=1, sampling=self.sampling, seed=derive_seed(seed, request.slot_id)
+            prompts, n=1, sampling=self.sampling, seed=derive_seed(seed, request.slot_id)
         )
         return [parse_candidate(o[0].text) for o in outs]
 

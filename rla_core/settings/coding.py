@@ -127,8 +127,11 @@ class CodingSetting:
         # Coding has one step per rollout (spec §0: T = 1), no action index to be invalid, and no side files.
         del max_steps, workdir, invalid_action
         coding = [coding_task(t.task_id, t.spec) for t in tasks]
-        prompts = [
-            policy_prompt(c.question, test_method=c.test_method, entry_point=c.entry_point) for c in coding
+        prompts = [  # in the model's chat markup when configured: the recorded prompt is what it saw
+            generator.format_prompt(
+                policy_prompt(c.question, test_method=c.test_method, entry_point=c.entry_point)
+            )
+            for c in coding
         ]
         outputs = generator.generate(prompts, n=n, sampling=sampling, seed=seed)
         rows: list[dict[str, Any]] = []
@@ -177,8 +180,11 @@ class CodingSetting:
         from rla_core.coding.unit_tests import unit_test_rows
 
         k = cfg.coding.unit_tests_per_task
-        prompts = [
-            unit_test_prompt(t.question, test_method=t.test_method, entry_point=t.entry_point) for t in tasks
+        prompts = [  # in the reward model's chat markup when configured (recorded as seen)
+            generator.format_prompt(
+                unit_test_prompt(t.question, test_method=t.test_method, entry_point=t.entry_point)
+            )
+            for t in tasks
         ]
         outputs = generator.generate(prompts, n=k, sampling=cfg.coding.unit_test_sampling, seed=seed)
         frames = [
@@ -275,7 +281,10 @@ class CodingSetting:
         if not prompts:
             return validate("proposals", pl.DataFrame(schema=_PROPOSAL_SCHEMA))
         outputs = env_model.generate(
-            prompts, n=cfg.adaptation.candidates, sampling=cfg.adaptation.sampling, seed=seed
+            [env_model.format_prompt(p) for p in prompts],
+            n=cfg.adaptation.candidates,
+            sampling=cfg.adaptation.sampling,
+            seed=seed,
         )
         frames_out = [
             proposal_rows(

@@ -68,3 +68,49 @@ def test_chat_markup_applied_and_recorded(env: TextWorldEnv, tiny_policy_dir: Pa
     finally:
         for g in (plain, off, on):
             g.close()
+
+
+class _MarkupRecorded(RecordedGenerator):
+    """Recorded outputs from a model with a chat template: prompts are marked up, and what it saw is kept."""
+
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__(texts)
+        self.seen: list[str] = []
+
+    def format_prompt(self, prompt: str) -> str:
+        return f"<|user|>{prompt}\n<|assistant|>"
+
+    def generate(self, prompts, *, n, sampling, seed, seeds=None):  # type: ignore[no-untyped-def]
+        self.seen.extend(prompts)
+        return super().generate(prompts, n=n, sampling=sampling, seed=seed, seeds=seeds)
+
+
+def test_judge_and_coding_prompts_are_marked_up_and_recorded_as_seen(env: TextWorldEnv) -> None:
+    import json
+
+    from rla_core.envs.judge import judge_steps
+    from rla_core.settings.coding import CodingSetting, coding_task
+
+    rollouts = run_rollouts(
+        [RolloutTask("t", "s", False, TWO_STEP)], env=env, generator=RecordedGenerator(["no box"] * 2), n=1,
+        max_steps=2, sampling=SamplingConfig(), seed=0, iteration=1,
+    )  # fmt: skip
+    judge = _MarkupRecorded([r"\boxed{1}"] * 4)
+    judgments = judge_steps(rollouts, generator=judge, m=2, sampling=SamplingConfig(), seed=0, iteration=1)
+    assert judgments["prompt"].unique(maintain_order=True).to_list() == judge.seen  # recorded as seen
+    assert all(p.startswith("<|user|>") and p.endswith("<|assistant|>") for p in judge.seen)
+
+    spec = json.loads(Path("data/coding/problems.jsonl").read_text().splitlines()[0])
+    task = PlayTask("sum-two", "sum-two", False, spec)
+    cfg = load_config(preset="coding", overrides=["coding.unit_tests_per_task=2"])
+    policy = _MarkupRecorded(["```python\nprint(3)\n```"] * 2)
+    frames = CodingSetting().rollout(
+        cfg, [task], generator=policy, n=2, max_steps=1, sampling=SamplingConfig(), seed=0, iteration=1
+    )
+    assert frames["rollouts"]["prompt"].unique().to_list() == policy.seen
+    tester = _MarkupRecorded(["<input>1 2</input><output>3</output>"] * 2)
+    tests = CodingSetting().write_tests(
+        cfg, [coding_task("sum-two", spec)], generator=tester, seed=0, iteration=1
+    )
+    assert tests["prompt"].unique().to_list() == tester.seen
+    assert all(p.startswith("<|user|>") for p in policy.seen + tester.seen)

@@ -190,8 +190,9 @@ class TwoTokenRewriter:
 
     def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
         """One generate call for the k attempts; each output parsed with :func:`candidate_from_text`."""
+        prompts = [self.generator.format_prompt(p) for p in self.prompts(request, k=k)]
         outs = self.generator.generate(
-            self.prompts(request, k=k), n=1, sampling=self.sampling, seed=derive_seed(seed, request.slot_id)
+            prompts, n=1, sampling=self.sampling, seed=derive_seed(seed, request.slot_id)
         )
         task_type, _ = goal_of(self.env.game(request.root_spec)["pddl_problem"])
         return [candidate_from_text(o[0].text, request.root_spec, task_type) for o in outs]
