@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from prefect import flow
 
-from rla_core.settings import eval_due, signal_stages
+from rla_core.settings import signal_stages, stage_runs
 from tasks.adapt import adapt
 from tasks.bootstrap import bootstrap
 from tasks.evaluate import evaluate
@@ -65,18 +65,18 @@ def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopSta
     # 4. Environment adaptation: rewrite too-easy / too-hard tasks (skipped for a static environment).
     tasks = (
         adapt(run, iteration, rollouts=rollouts, tasks=labels, models=state.models, **signals)
-        if cfg.adaptation.enabled
+        if stage_runs(cfg, iteration, "adapt")
         else labels
     )
     # 5. Train the policy, then the reward model (unless frozen).
     policy = train_policy(run, iteration, samples=labels, policy=state.policy)
     reward_model = (
         train_reward(run, iteration, samples=labels, reward_model=state.reward_model)
-        if cfg.training.reward.enabled
+        if stage_runs(cfg, iteration, "train_reward")
         else state.reward_model
     )
     # 6. Held-out evaluation of the new policy.
-    if eval_due(cfg, iteration):
+    if stage_runs(cfg, iteration, "evaluate"):
         evaluate(run, iteration, policy=policy)
     return LoopState(policy=policy, reward_model=reward_model, tasks=tasks, models=state.models)
 

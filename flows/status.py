@@ -141,19 +141,6 @@ def stage_rows(store: ArtifactStore, run_id: str, setting: Setting) -> list[Stag
     return rows
 
 
-def stage_expected(cfg: RunConfig, iteration: int, stage: str) -> bool:
-    """Whether the flow runs ``stage`` in ``iteration`` (the switches of flows/loop.py's iteration_flow)."""
-    from rla_core.settings import eval_due
-
-    if stage == "adapt":
-        return cfg.adaptation.enabled
-    if stage == "train_reward":
-        return cfg.training.reward.enabled
-    if stage == "evaluate":
-        return eval_due(cfg, iteration)
-    return True
-
-
 def pending_stages(store: ArtifactStore, cfg: RunConfig, run_id: str) -> list[str]:
     """``iteration/stage`` of every stage a resume with ``cfg`` would run; empty when nothing is left.
 
@@ -164,7 +151,7 @@ def pending_stages(store: ArtifactStore, cfg: RunConfig, run_id: str) -> list[st
     """
     import flows.loop
     from flows.runs import package_code_version
-    from rla_core.settings import ITERATION_ZERO_STAGES, stage_order
+    from rla_core.settings import ITERATION_ZERO_STAGES, stage_order, stage_runs
     from tasks.stage import RunContext, Stage, StageRef
 
     if store.read_run_info(run_id).code_version != package_code_version():
@@ -175,7 +162,7 @@ def pending_stages(store: ArtifactStore, cfg: RunConfig, run_id: str) -> list[st
     order = stage_order(cfg.setting)
     # Iteration 0 as training_loop runs it: setup stages, then the warm-started policy's evaluation.
     expected = [(0, s) for s in ITERATION_ZERO_STAGES] + [
-        (it, s) for it in range(1, cfg.iterations + 1) for s in order if stage_expected(cfg, it, s)
+        (it, s) for it in range(1, cfg.iterations + 1) for s in order if stage_runs(cfg, it, s)
     ]
     in_use: set[str] = set()
     pending: list[str] = []

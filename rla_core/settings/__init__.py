@@ -89,6 +89,20 @@ def eval_due(cfg: RunConfig, iteration: int) -> bool:
     return iteration % cfg.evaluation.every == 0 or iteration == cfg.iterations
 
 
+def stage_runs(cfg: RunConfig, iteration: int, stage: str) -> bool:
+    """Whether an iteration (>= 1) runs ``stage``: the loop's ablation switches and evaluation schedule.
+
+    The one declaration the flow (``flows/loop.py``) and the fast resume check (``flows/status.py``) share.
+    """
+    if stage == "adapt":
+        return cfg.adaptation.enabled
+    if stage == "train_reward":
+        return cfg.training.reward.enabled
+    if stage == "evaluate":
+        return eval_due(cfg, iteration)
+    return True
+
+
 def iteration_stages(setting: Setting, iteration: int) -> tuple[str, ...]:
     """The stages iteration ``iteration`` can hold, in flow order (iteration 0: setup and "Before" evaluation).
 

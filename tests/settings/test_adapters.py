@@ -30,3 +30,15 @@ def test_coding_propose_without_targets_needs_no_environment_model() -> None:
     assert proposals.height == 0
     assert proposals.columns == list(SCHEMAS["proposals"].columns)
     assert proposals.schema == pl.Schema(SCHEMAS["proposals"].columns)
+
+
+def test_stage_runs_follows_the_ablation_switches_and_the_evaluation_schedule() -> None:
+    from rla_core.config import load_config
+    from rla_core.settings import stage_runs
+
+    cfg = load_config(overrides=["iterations=5", "evaluation.every=2"])
+    assert [it for it in range(1, 6) if stage_runs(cfg, it, "evaluate")] == [2, 4, 5]  # every 2nd and the last
+    assert stage_runs(cfg, 1, "adapt") and stage_runs(cfg, 1, "train_reward") and stage_runs(cfg, 1, "judge")
+    frozen = load_config(overrides=["adaptation.enabled=false", "training.reward.enabled=false"])
+    assert not stage_runs(frozen, 1, "adapt") and not stage_runs(frozen, 1, "train_reward")
+    assert stage_runs(frozen, 1, "train_policy")
