@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -154,9 +155,20 @@ def test_sigterm_mid_stage_exits_cleanly_leaves_no_process_and_resumes(
     assert content_keys(ArtifactStore(str(root)), run_id) == content_keys(ArtifactStore(str(root)), base_id)
 
 
-def test_changing_only_training_config_reuses_rollout_judge_label(
-    flow_env: FlowEnv, baseline: tuple[Path, str]
-) -> None:
+@dataclass(frozen=True)
+class Reconfigured:
+    """Run 'r' under ``root``: attempts and content keys before and after a re-run with only a new lr."""
+
+    root: Path
+    before: dict[tuple[int, str], int]
+    keys_before: dict[tuple[int, str], str]
+    after: dict[tuple[int, str], int]
+    keys_after: dict[tuple[int, str], str]
+
+
+@pytest.fixture(scope="module")
+def reconfigured(flow_env: FlowEnv) -> Reconfigured:
+    """Run 'r', then run it again with only training.policy.lr changed (--reconfigure)."""
     root = flow_env.base / "runs-reconf"
     flow_env.rla("run", *TEST_RUN, *flow_env.settings(root), "--run-id", "r")
     store = ArtifactStore(str(root))
@@ -165,7 +177,12 @@ def test_changing_only_training_config_reuses_rollout_judge_label(
         "run", *TEST_RUN, *flow_env.settings(root), "--run-id", "r", "--reconfigure",
         "--set", "training.policy.lr=0.0003",
     )  # fmt: skip
-    after, keys_after = attempts_in_use(store, "r"), content_keys(store, "r")
+    return Reconfigured(root, before, keys_before, attempts_in_use(store, "r"), content_keys(store, "r"))
+
+
+def test_changing_only_training_config_reuses_rollout_judge_label(reconfigured: Reconfigured) -> None:
+    before, keys_before = reconfigured.before, reconfigured.keys_before
+    after, keys_after = reconfigured.after, reconfigured.keys_after
     for stage in ("seed_tasks", "bootstrap"):
         assert after[(0, stage)] == before[(0, stage)]
     for stage in ("rollout", "judge", "label", "adapt", "train_reward"):
@@ -191,8 +208,8 @@ def test_second_process_on_a_locked_run_fails_fast(flow_env: FlowEnv, baseline: 
     assert str(__import__("os").getpid()) in proc.stderr  # names the holder
 
 
-def test_resume_from_stage_reruns_it_and_downstream(flow_env: FlowEnv, baseline: tuple[Path, str]) -> None:
-    root = flow_env.base / "runs-reconf"
+def test_resume_from_stage_reruns_it_and_downstream(flow_env: FlowEnv, reconfigured: Reconfigured) -> None:
+    root = reconfigured.root
     store = ArtifactStore(str(root))
     before = attempts_in_use(store, "r")
     flow_env.rla("resume", "r", "--root", str(root), "--from-stage", "train_reward", "--iteration", "2")
