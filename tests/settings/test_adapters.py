@@ -37,7 +37,11 @@ def test_stage_runs_follows_the_ablation_switches_and_the_evaluation_schedule() 
     from rla_core.settings import stage_runs
 
     cfg = load_config(overrides=["iterations=5", "evaluation.every=2"])
-    assert [it for it in range(1, 6) if stage_runs(cfg, it, "evaluate")] == [2, 4, 5]  # every 2nd and the last
+    assert [it for it in range(1, 6) if stage_runs(cfg, it, "evaluate")] == [
+        2,
+        4,
+        5,
+    ]  # every 2nd and the last
     assert stage_runs(cfg, 1, "adapt") and stage_runs(cfg, 1, "train_reward") and stage_runs(cfg, 1, "judge")
     frozen = load_config(overrides=["adaptation.enabled=false", "training.reward.enabled=false"])
     assert not stage_runs(frozen, 1, "adapt") and not stage_runs(frozen, 1, "train_reward")
