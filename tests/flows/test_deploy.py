@@ -141,11 +141,14 @@ def test_deployment_runs_through_a_process_worker(flow_env: FlowEnv, prefect_ser
     assert "Completed" in run.stdout, run.stdout[-3000:] + worker_log.read_text()[-5000:]
     store = ArtifactStore(str(root))
     assert store.manifest("deployed", 1, "train_policy") is not None
-    # The flow run's Artifacts tab: one markdown summary per iteration, keyed by run and iteration.
+    # The flow run's Artifacts tab: one markdown summary per iteration, keyed by run and iteration, with a
+    # new version after each stage. Newest first: the API's default order is by (random) id.
     artifacts = server.api(
-        "POST", "/artifacts/filter", {"artifacts": {"key": {"any_": ["deployed-iter-0001"]}}}
+        "POST",
+        "/artifacts/filter",
+        {"artifacts": {"key": {"any_": ["deployed-iter-0001"]}}, "sort": "CREATED_DESC"},
     )
     assert isinstance(artifacts, list) and artifacts
-    assert "train_policy" in artifacts[-1]["data"] and "policy/success_rate" in artifacts[-1]["data"]
+    assert "train_policy" in artifacts[0]["data"] and "policy/success_rate" in artifacts[0]["data"]
     # The worker's log says where the run's artifacts and metrics went, resolved.
     assert f"artifacts={root / 'deployed'}" in worker_log.read_text()
