@@ -31,6 +31,7 @@ from flows.study import (
     EVAL_HIGH,
     EVAL_LOW,
     EVAL_RATE,
+    MIN_SEEDS_TO_LEARN,
     StudySummary,
     minutes_text,
     refresh_study,
@@ -349,7 +350,7 @@ def summary_html(summary: StudySummary) -> str:
     )
     return (
         "<h2>Summary</h2><p>Held-out success: mean over seeds [95% t-interval]; Δ = end − iteration 0 per seed. "
-        "An arm <i>learns</i> when the lower end of Δ's interval is above 0.</p>"
+        f"An arm <i>learns</i> when the lower end of Δ's interval over at least {MIN_SEEDS_TO_LEARN} seeds is above 0.</p>"
         f"<table id='summary'>{head}{''.join(rows)}</table>"
         f"<h3>Held-out clean success</h3><p>{html.escape(CLEAN_EXPLAINED[0].upper() + CLEAN_EXPLAINED[1:])}</p>"
         "<table id='summary-clean'><tr><th>arm</th><th>seeds</th><th>iteration 0</th><th>end</th>"

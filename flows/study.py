@@ -84,6 +84,7 @@ CLEAN = HeldOut(
     "eval/clean_success_high",
 )
 HELD_OUT = (SUCCESS, CLEAN)
+MIN_SEEDS_TO_LEARN = 3  # the issue's "≥ 3 seeds"; fewer never counts as learning
 EVAL_SUCCESSES, EVAL_RATE, EVAL_LOW, EVAL_HIGH = SUCCESS.successes, SUCCESS.rate, SUCCESS.low, SUCCESS.high
 POOL_STATUSES = ("active", "pending", "accepted", "rejected")
 # Stages that write the task registry, in their order within an iteration (the latest one is current).
@@ -395,8 +396,12 @@ class Change:
 
     @property
     def learns(self) -> bool:
-        """The end exceeds iteration 0 by more than the 95 % interval over seeds (paired)."""
-        return len(self.delta.values) >= 2 and not math.isnan(self.delta.low) and self.delta.low > 0
+        """The end exceeds iteration 0 by more than the 95 % interval over at least 3 seeds (paired).
+
+        Two seeds can agree by chance to the last episode (a zero-width interval), hence the minimum.
+        """
+        enough = len(self.delta.values) >= MIN_SEEDS_TO_LEARN
+        return enough and not math.isnan(self.delta.low) and self.delta.low > 0
 
 
 @dataclass(frozen=True)
@@ -429,7 +434,7 @@ class StudySummary:
         """The Table-1-style summary (and per-run Wilson intervals) as Markdown."""
         lines = [
             f"Study `{self.study_id}`: held-out success (mean over seeds [95% t-interval]); Δ = end − iteration 0 "
-            "per seed; RM = reward-model step accuracy / outcome agreement vs the engine, first → last judged "
+            f"per seed; an arm learns when Δ's interval over ≥ {MIN_SEEDS_TO_LEARN} seeds lies above 0; RM = reward-model step accuracy / outcome agreement vs the engine, first → last judged "
             "iteration.",
             "",
             "| arm | seeds | iteration 0 | end | Δ | learns | RM step acc | RM outcome agr. | accepted rewrites "

@@ -79,3 +79,19 @@ def test_bad_input_is_a_specific_error() -> None:
 def test_docstring_examples() -> None:
     result = doctest.testmod(stats)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_an_arm_learns_only_when_the_paired_interval_over_three_or_more_seeds_is_above_zero() -> None:
+    from flows.study import Change
+
+    def change(pairs: list[tuple[int, int]]) -> Change:  # (successes at iteration 0, at the end) of 200
+        return Change.of([((b, 200, 0.0, 0.0), (e, 200, 0.0, 0.0)) for b, e in pairs])
+
+    # two seeds that both gain exactly 5/200: a zero-width interval, but too few seeds to count
+    two = change([(37, 42), (30, 35)])
+    assert two.delta.values == pytest.approx((0.025, 0.025)) and two.delta.low > 0 and not two.learns
+    # three seeds gaining 0.02, 0.03, 0.04: mean 0.03, sd 0.01, t(2) = 4.303 -> 0.03 ± 0.0248 > 0
+    three = change([(40, 44), (40, 46), (40, 48)])
+    assert abs(three.delta.low - (0.03 - 4.302653 * 0.01 / 3**0.5)) < 1e-6 and three.learns
+    # one seed losing: the interval reaches below 0
+    assert not change([(40, 44), (40, 46), (40, 30)]).learns
