@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -48,11 +49,12 @@ class FlowEnv:
             )
         return proc
 
-    def popen(self, *args: str) -> subprocess.Popen[str]:
+    def popen(self, *args: str, stderr: IO[str] | None = None) -> subprocess.Popen[str]:
+        """Start ``rla *args`` in its own process group; its stderr goes to ``stderr`` (default: nowhere)."""
         return subprocess.Popen(
             [sys.executable, "-m", "flows.cli", *args],
-            cwd=self.base, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
-            start_new_session=True,
+            cwd=self.base, env=self.env, stdout=subprocess.DEVNULL, text=True, start_new_session=True,
+            stderr=subprocess.DEVNULL if stderr is None else stderr,
         )  # fmt: skip
 
 

@@ -7,7 +7,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,19 +93,24 @@ def test_second_resume_of_a_finished_run_does_no_stage_work(
     assert " done in " not in proc.stderr + proc.stdout
 
 
+def wait_for_judge_of_iteration_1(proc: subprocess.Popen[str], root: Path, run_id: str) -> None:
+    """Return once the run's iteration-1 judge stage has begun; fail if the run ends first or after 400 s."""
+    target = root / run_id / "iter-0001" / "judge" / "attempt-0001" / "_begun.json"
+    deadline = time.monotonic() + 400
+    while not target.exists():
+        assert proc.poll() is None, "the run ended before the judge stage of iteration 1 began"
+        assert time.monotonic() < deadline, "the judge stage of iteration 1 never began"
+        time.sleep(0.05)
+
+
 def test_sigkill_mid_stage_then_resume_matches_uninterrupted_run(
     flow_env: FlowEnv, baseline: tuple[Path, str]
 ) -> None:
     root, base_id = baseline
     run_id = "killed"
     proc = flow_env.popen("run", *TEST_RUN, *flow_env.settings(root), "--run-id", run_id)
-    target = root / run_id / "iter-0001" / "judge" / "attempt-0001" / "_begun.json"
-    deadline = time.monotonic() + 400
     try:
-        while not target.exists():
-            assert proc.poll() is None, "the run ended before the judge stage of iteration 1 began"
-            assert time.monotonic() < deadline, "the judge stage of iteration 1 never began"
-            time.sleep(0.05)
+        wait_for_judge_of_iteration_1(proc, root, run_id)
     finally:
         kill_group(proc)
     store = ArtifactStore(str(root))
@@ -131,18 +135,9 @@ def test_sigterm_mid_stage_exits_cleanly_leaves_no_process_and_resumes(
     run_id = "terminated"
     log = flow_env.base / "terminated.log"
     with log.open("w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", "run", *TEST_RUN, *flow_env.settings(root), "--run-id", run_id],
-            cwd=flow_env.base, env=flow_env.env, stdout=subprocess.DEVNULL, stderr=err, text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        target = root / run_id / "iter-0001" / "judge" / "attempt-0001" / "_begun.json"
-        deadline = time.monotonic() + 400
+        proc = flow_env.popen("run", *TEST_RUN, *flow_env.settings(root), "--run-id", run_id, stderr=err)
         try:
-            while not target.exists():
-                assert proc.poll() is None, "the run ended before the judge stage of iteration 1 began"
-                assert time.monotonic() < deadline, "the judge stage of iteration 1 never began"
-                time.sleep(0.05)
+            wait_for_judge_of_iteration_1(proc, root, run_id)
             proc.send_signal(signal.SIGTERM)  # the CLI process only, not its group
             assert proc.wait(timeout=60) == 143
             time.sleep(0.5)
