@@ -190,11 +190,20 @@ class LlmRewriter:
 
     def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
         """One generate call for the k attempts; each output parsed with :func:`parse_candidate`."""
-        prompts = [self.generator.format_prompt(p) for p in self.prompts(request, k=k)]
-        outs = self.generator.generate(
-            prompts, n=1, sampling=self.sampling, seed=derive_seed(seed, request.slot_id)
+        texts = sample_attempts(
+            self.generator, self.prompts(request, k=k), self.sampling, seed, request.slot_id
         )
-        return [parse_candidate(o[0].text) for o in outs]
+        return [parse_candidate(text) for text in texts]
+
+
+def sample_attempts(
+    generator: Generator, prompts: list[str], sampling: SamplingConfig, seed: int, slot_id: str
+) -> list[str]:
+    """One generate call for a slot's attempt prompts (in the model's chat markup): one text per attempt."""
+    outs = generator.generate(
+        [generator.format_prompt(p) for p in prompts], n=1, sampling=sampling, seed=derive_seed(seed, slot_id)
+    )
+    return [o[0].text for o in outs]
 
 
 def parse_candidate(text: str) -> Candidate:

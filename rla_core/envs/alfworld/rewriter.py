@@ -55,8 +55,7 @@ from rla_core.envs.alfworld.spec import (
     canonical_spec,
     parse_goal,
 )
-from rla_core.envs.rewriter import Candidate, RewriteRequest
-from rla_core.envs.rollout import derive_seed
+from rla_core.envs.rewriter import Candidate, RewriteRequest, sample_attempts
 from rla_core.errors import EnvironmentSpecError
 
 if TYPE_CHECKING:
@@ -190,12 +189,11 @@ class TwoTokenRewriter:
 
     def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
         """One generate call for the k attempts; each output parsed with :func:`candidate_from_text`."""
-        prompts = [self.generator.format_prompt(p) for p in self.prompts(request, k=k)]
-        outs = self.generator.generate(
-            prompts, n=1, sampling=self.sampling, seed=derive_seed(seed, request.slot_id)
+        texts = sample_attempts(
+            self.generator, self.prompts(request, k=k), self.sampling, seed, request.slot_id
         )
         task_type, _ = goal_of(self.env.game(request.root_spec)["pddl_problem"])
-        return [candidate_from_text(o[0].text, request.root_spec, task_type) for o in outs]
+        return [candidate_from_text(text, request.root_spec, task_type) for text in texts]
 
 
 def candidate_from_text(text: str, root_spec: dict[str, Any], task_type: TaskType) -> Candidate:
