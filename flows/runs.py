@@ -185,6 +185,7 @@ def execute_run(
     Nothing is written before the MLflow URI and the config change have been checked.
     """
     from flows.loop import training_loop
+    from flows.prefect_server import start_ephemeral_server
     from flows.status import resolve_root
     from tasks import tracking
     from tasks.stage import RunContext
@@ -221,6 +222,7 @@ def execute_run(
             f"run {run_id}: setting={cfg.setting} iterations={cfg.iterations} "
             f"artifacts={location} mlflow={mlflow_uri} (MLflow run {tracker.mlflow_run_id})"
         )
+        start_ephemeral_server()
         try:
             training_loop(RunContext(run_id=run_id, config=cfg, tracker=tracker))
         except BaseException:

@@ -11,7 +11,9 @@ same way, so that nothing they spawn can outlive the stage that needed it:
 * **stop** — :meth:`ProcessGroup.stop` (context manager exit, also on exceptions) SIGKILLs the whole
   group and waits until it is gone;
 * **reap** — when the owner was SIGKILLed, nothing above ran: :func:`reap_stale` (called by the next
-  start on the same runtime directory) kills the groups of every pidfile whose owner is gone.
+  start on the same runtime directory) kills the groups of every pidfile whose owner is gone. A process
+  that a library started inside the owner's own group (Prefect's ephemeral API server) is recorded by
+  pid instead (:func:`record_process`) and reaped alone.
 
 Why a group id recorded in a pidfile is safe to kill later: a process-group id stays taken while any
 member lives, so if members of group ``g`` exist they are ours — unless the leader ``g`` itself is alive
@@ -100,6 +102,43 @@ def kill_group(pgid: int, *, leader_start: str | None = None, wait_s: float = 10
     return True
 
 
+def _is_running(pid: int, started: str) -> bool:
+    """``pid`` is the process that started at ``started`` and has not exited (zombies have exited)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[19] == started and fields[0] != "Z"
+
+
+def kill_process(pid: int, *, started: str | None, grace_s: float = 5.0) -> bool:
+    """SIGTERM ``pid`` (SIGKILL after ``grace_s``) if it is still the process that started at ``started``.
+
+    True if it was signalled; False when it is gone or its pid now belongs to another process.
+    """
+    if started is None or not _is_running(pid, started):
+        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while _is_running(pid, started):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    return True
+
+
+def record_process(runtime_dir: Path, *, kind: str, pid: int, what: str) -> Path:
+    """Record ``pid`` (a child that shares this process's group) so that :func:`reap_stale` of ``kind``
+    stops it once this process is gone; the pidfile (remove it when the child is stopped)."""
+    reap_stale(runtime_dir, kind=kind)
+    path = runtime_dir / f"{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+    write_pidfile(path, owner_record([], pids=[[pid, start_time(pid)]], what=what))
+    return path
+
+
 def write_pidfile(path: Path, record: Mapping[str, Any]) -> None:
     """Write a pidfile atomically (a reaper never reads half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +158,8 @@ def owner_record(groups: Sequence[tuple[int, str | None]], **extra: Any) -> dict
 
 
 def reap_stale(runtime_dir: Path, *, kind: str) -> list[dict[str, Any]]:
-    """Kill the groups recorded in ``<kind>-*.json`` pidfiles whose owner is gone; return those records."""
+    """Kill the groups and processes recorded in ``<kind>-*.json`` pidfiles whose owner is gone; return
+    those records."""
     reaped: list[dict[str, Any]] = []
     if not runtime_dir.is_dir():
         return reaped
@@ -132,6 +172,8 @@ def reap_stale(runtime_dir: Path, *, kind: str) -> list[dict[str, Any]]:
             continue  # owner still alive
         for pgid, started in record.get("groups", []):
             kill_group(int(pgid), leader_start=started)
+        for pid, started in record.get("pids", []):
+            kill_process(int(pid), started=started)
         reaped.append(record)
         pidfile.unlink(missing_ok=True)
     return reaped

@@ -100,3 +100,36 @@ def test_a_reused_group_id_is_left_alone(tmp_path: Path) -> None:
         # a record claiming the same group id but another leader start time: not ours to kill
         assert procs.kill_group(g.pgid, leader_start="0") is False
         assert procs.group_members(g.pgid) == [g.pgid]
+
+
+def test_a_recorded_child_of_a_sigkilled_owner_is_reaped_alone(tmp_path: Path) -> None:
+    # A library's child in the owner's own group (Prefect's API server) is recorded by pid: the reap stops
+    # that process, not the group it shares with the (dead) owner.
+    owner_code = textwrap.dedent(f"""
+        import subprocess, time
+        from pathlib import Path
+        from rla_core import procs
+        child = subprocess.Popen(["sleep", "300"])
+        procs.record_process(Path({str(tmp_path)!r}), kind="srv", pid=child.pid, what="sleep")
+        print(child.pid, flush=True)
+        time.sleep(300)
+    """)
+    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    child = int(owner.stdout.readline())
+    started = procs.start_time(child)
+    os.kill(owner.pid, signal.SIGKILL)
+    owner.wait()
+    assert started is not None and procs.start_time(child) == started  # the orphan outlived its owner
+    [record] = procs.reap_stale(tmp_path, kind="srv")
+    assert record["pids"] == [[child, started]] and record["what"] == "sleep"
+    assert not procs.kill_process(child, started=started)  # gone (or a zombie of init: exited either way)
+    assert list(tmp_path.glob("srv-*.json")) == []
+
+
+def test_a_reused_pid_is_left_alone() -> None:
+    with subprocess.Popen(["sleep", "300"]) as proc:
+        assert procs.kill_process(proc.pid, started="0") is False  # another start time: not ours
+        assert proc.poll() is None
+        assert procs.kill_process(proc.pid, started=procs.start_time(proc.pid)) is True
+        assert proc.wait(timeout=10) == -signal.SIGTERM

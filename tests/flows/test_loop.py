@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from rla_core.config import Setting
+from rla_core.procs import group_members
 from rla_core.settings import ITERATION_ZERO_STAGES, stage_order
 from rla_core.store import ArtifactStore
 from tests.flows.conftest import FlowEnv, kill_group
@@ -111,13 +112,18 @@ def test_sigkill_mid_stage_then_resume_matches_uninterrupted_run(
     proc = flow_env.popen("run", *TEST_RUN, *flow_env.settings(root), "--run-id", run_id)
     try:
         wait_for_judge_of_iteration_1(proc, root, run_id)
+        proc.kill()  # the CLI process only, as the OOM killer would: what it started is orphaned
+        proc.wait(timeout=30)
+        orphans = group_members(proc.pid)
+        assert orphans, "the ephemeral Prefect server should outlive a SIGKILLed CLI until it is reaped"
+        store = ArtifactStore(str(root))
+        committed_before = attempts_in_use(store, run_id)
+        assert (0, "bootstrap") in committed_before and (1, "rollout") in committed_before
+
+        flow_env.rla("resume", run_id, "--root", str(root))
+        assert not set(orphans) & set(group_members(proc.pid)), "resume reaps the dead run's Prefect server"
     finally:
         kill_group(proc)
-    store = ArtifactStore(str(root))
-    committed_before = attempts_in_use(store, run_id)
-    assert (0, "bootstrap") in committed_before and (1, "rollout") in committed_before
-
-    flow_env.rla("resume", run_id, "--root", str(root))
     after = attempts_in_use(store, run_id)
     # No stage that had committed before the kill ran again…
     for key, attempt in committed_before.items():
