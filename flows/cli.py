@@ -260,7 +260,7 @@ def eval_(
     tasks_file: Annotated[Path | None, typer.Option("--tasks", help="JSONL of held-out task specs.")] = None,
     seed: Annotated[
         int | None,
-        typer.Option(help="Episode seed (default: the run's evaluate-stage seed for that iteration)."),
+        typer.Option(help="Episode seed (default: the run's evaluation seed, the same at every iteration)."),
     ] = None,
     save: Annotated[
         bool, typer.Option("--save", help="Save the episodes under the run's evals/ area.")
@@ -279,7 +279,7 @@ def eval_(
                 f"no run '{run_id}' under '{root}'; `rla status --root {root}` lists the runs"
             )
         result = evaluate_run(store, run_id, checkpoint=checkpoint, tasks_file=tasks_file, seed=seed)
-        how = "the evaluate stage's seed for this iteration" if result.stage_seed else "given with --seed"
+        how = "the run's evaluation seed" if result.stage_seed else "given with --seed"
         success = result.metrics.get("policy/eval_success_rate", float("nan"))
         out.print(
             f"policy of iteration {result.iteration}: {result.frame.height} episodes, success rate {success:.3f}, "

@@ -1,8 +1,8 @@
 """`rla eval`: a checkpoint of a run on held-out tasks, seeded like the run's own evaluate stage.
 
-By default the episodes are played with the evaluate stage's seed for that iteration
-(``derive_seed(run seed, iteration, "evaluate")``), so ``rla eval RUN --checkpoint N`` reproduces the
-run's iteration-N evaluation; ``--seed`` plays other episodes and says so. Results can be saved under
+By default the episodes are played with the run's evaluation seed (:func:`tasks.evaluate.eval_seed`, the
+same at every iteration), so ``rla eval RUN --checkpoint N`` reproduces the run's iteration-N evaluation;
+``--seed`` plays other episodes and says so. Results can be saved under
 the run's ``evals/`` area (never inside an iteration's stage directories), with the store's commit
 protocol: the run lock is held, ``eval.parquet`` is written first and ``_manifest.json`` last, so an
 interrupted save leaves nothing that reads as saved::
@@ -41,7 +41,7 @@ class EvalResult:
     iteration: int
     stage: str
     seed: int
-    stage_seed: bool  # the evaluate stage's seed for this iteration
+    stage_seed: bool  # the run's evaluation seed (that of its evaluate stages)
     frame: pl.DataFrame
     metrics: dict[str, float]
     by_task: pl.DataFrame
@@ -92,12 +92,11 @@ def evaluate_run(
 
     from flows.runs import latest_checkpoint_stage, load_run_config
     from rla_core.algo.metrics import eval_metrics
-    from tasks.evaluate import evaluate_checkpoint
-    from tasks.stage import derive_seed
+    from tasks.evaluate import eval_seed, evaluate_checkpoint
 
     cfg = load_run_config(store, run_id)
     it, stage = latest_checkpoint_stage(store, run_id, "policy", checkpoint)
-    stage_seed = derive_seed(cfg.seed, it, "evaluate")
+    stage_seed = eval_seed(cfg)
     used = stage_seed if seed is None else seed
     torch.set_num_threads(cfg.threads)  # as the stages do: thread count can change float sums
     with policy_checkpoint(store, run_id, it, stage) as policy_dir:

@@ -1,4 +1,10 @@
-"""Stage evaluate: the new policy on held-out tasks (spec §1.2 step 5); also `rla eval`."""
+"""Stage evaluate: the new policy on held-out tasks (spec §1.2 step 5); also `rla eval`.
+
+Every evaluation of a run plays with one seed, :func:`eval_seed` (iteration 0's stage seed): the same
+games, episode seeds and sampling seeds at every iteration, so two evaluation points differ only by the
+policy (common random numbers), and their difference is not blurred by the luck of two independent
+draws (measured in docs/bench-design.md §4).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,12 @@ from rla_core.algo.metrics import eval_metrics, eval_rows
 from rla_core.config import RunConfig
 from rla_core.models.serving import served_name
 from rla_core.settings import adapter_for, task_files
-from tasks.stage import RunContext, StageContext, StageRef, file_digest, stage
+from tasks.stage import RunContext, StageContext, StageRef, derive_seed, file_digest, stage
+
+
+def eval_seed(cfg: RunConfig) -> int:
+    """The seed of every evaluation of a run (and the default of `rla eval`): iteration 0's stage seed."""
+    return derive_seed(cfg.seed, 0, "evaluate")
 
 
 def evaluate_checkpoint(
@@ -50,9 +61,10 @@ def _eval_files(run: RunContext) -> str:
     key_extra=_eval_files,
 )  # fmt: skip
 def evaluate(ctx: StageContext, *, policy: StageRef) -> dict[str, float]:
-    """Write 'eval'."""
+    """Write 'eval' (played with :func:`eval_seed`, not the stage's per-iteration seed)."""
     evals = evaluate_checkpoint(
-        ctx.config, ctx.checkpoint(policy, "policy"), tasks_file=None, iteration=ctx.iteration, seed=ctx.seed,
+        ctx.config, ctx.checkpoint(policy, "policy"), tasks_file=None, iteration=ctx.iteration,
+        seed=eval_seed(ctx.config),
         served_as=served_name(policy.content_key, "policy"),
     )  # fmt: skip
     ctx.writer.write_frame("eval", evals)

@@ -24,8 +24,9 @@ from rla_core import progress
 from rla_core.config import load_config
 from rla_core.errors import ConfigError
 from rla_core.store import ArtifactStore
+from tasks.evaluate import eval_seed
 from tasks.progress import stage_progress
-from tasks.stage import RunContext
+from tasks.stage import RunContext, derive_seed
 from tests.conftest import S3Endpoint
 from tests.flows.conftest import FlowEnv
 
@@ -131,7 +132,7 @@ def test_eval_reproduces_the_runs_evaluation_and_saves_results(
     root, run_id = base_run
     store = ArtifactStore(str(root))
     proc = flow_env.rla("eval", run_id, "--checkpoint", "2", "--root", str(root), "--save")
-    assert "(the evaluate stage's seed for this iteration)" in proc.stdout
+    assert "(the run's evaluation seed)" in proc.stdout
     assert "own evaluation of iteration 2" in proc.stdout and "(same seed and tasks)" in proc.stdout
     # Per-task breakdown: one row per held-out task.
     own = store.read_frame(run_id, 2, "evaluate", "eval")
@@ -139,6 +140,9 @@ def test_eval_reproduces_the_runs_evaluation_and_saves_results(
     (name,) = saved_evals(store, run_id)
     record = saved_evals(store, run_id)[name]
     assert record["checkpoint_iteration"] == 2 and record["stage_seed"] is True
+    # One evaluation seed for every iteration (paired evaluation points): iteration 0's stage seed.
+    cfg = load_run_config(store, run_id)
+    assert record["seed"] == eval_seed(cfg) == derive_seed(cfg.seed, 0, "evaluate")
     saved = read_saved_eval(store, run_id, name)
     # Same seed, same checkpoint: exactly the episodes of the run's own iteration-2 evaluation.
     assert_frame_equal(saved, own)
