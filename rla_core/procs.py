@@ -50,13 +50,19 @@ def default_runtime_dir(name: str) -> Path:
     return Path(tempfile.gettempdir()) / f"rlanything-{name}-{os.getuid()}"
 
 
-def start_time(pid: int) -> str | None:
-    """Field 22 of /proc/<pid>/stat (start time in ticks): tells a live process from a reused pid."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields 3… of /proc/<pid>/stat (state, ppid, pgid, …), or None when the process is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    return stat.rsplit(")", 1)[1].split()
+
+
+def start_time(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat (start time in ticks): tells a live process from a reused pid."""
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[19]
 
 
 def live_processes() -> list[dict[str, Any]]:
@@ -104,11 +110,8 @@ def kill_group(pgid: int, *, leader_start: str | None = None, wait_s: float = 10
 
 def _is_running(pid: int, started: str) -> bool:
     """``pid`` is the process that started at ``started`` and has not exited (zombies have exited)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[19] == started and fields[0] != "Z"
+    fields = _stat_fields(pid)
+    return fields is not None and fields[19] == started and fields[0] != "Z"
 
 
 def kill_process(pid: int, *, started: str | None, grace_s: float = 5.0) -> bool:
@@ -132,7 +135,7 @@ def kill_process(pid: int, *, started: str | None, grace_s: float = 5.0) -> bool
 
 def record_process(runtime_dir: Path, *, kind: str, pid: int, what: str) -> Path:
     """Record ``pid`` (a child that shares this process's group) so that :func:`reap_stale` of ``kind``
-    stops it once this process is gone; the pidfile (remove it when the child is stopped)."""
+    stops it once this process is gone. Returns the pidfile; remove it once the child is stopped."""
     reap_stale(runtime_dir, kind=kind)
     path = runtime_dir / f"{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
     write_pidfile(path, owner_record([], pids=[[pid, start_time(pid)]], what=what))
