@@ -9,14 +9,20 @@ Run: ``.venv/bin/python benchmarks/probe_action_shares.py runs s16 --seeds 1,2,3
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import polars as pl
 
 from flows.study import ARMS
+from rla_core.envs.judge import optimal_steps
 
 NOOP_VERBS = ["look", "inventory", "examine"]
+
+
+def action_flags(steps: pl.DataFrame) -> pl.DataFrame:
+    """``steps`` (with ``action`` and ``expert_actions``) plus boolean columns ``optimal`` and ``noop``."""
+    verb = pl.col("action").str.split(" ").list.first()
+    return steps.with_columns(optimal=optimal_steps(steps), noop=verb.is_in(NOOP_VERBS).fill_null(False))
 
 
 def main() -> None:
@@ -40,13 +46,10 @@ def main() -> None:
             ]
             if not files:
                 continue
-            steps = pl.concat([pl.read_parquet(f, columns=["action", "expert_actions"]) for f in files])
-            noop = steps["action"].str.split(" ").list.first().is_in(NOOP_VERBS).mean()
-            optimal = [
-                a in json.loads(e or "[]")
-                for a, e in zip(steps["action"], steps["expert_actions"], strict=True)
-            ]
-            cells.append(f"it {it}: no-op {noop:.2f} optimal {sum(optimal) / len(optimal):.2f}")
+            steps = action_flags(
+                pl.concat([pl.read_parquet(f, columns=["action", "expert_actions"]) for f in files])
+            )
+            cells.append(f"it {it}: no-op {steps['noop'].mean():.2f} optimal {steps['optimal'].mean():.2f}")
         if cells:
             print(f"{arm}: " + " | ".join(cells))
 

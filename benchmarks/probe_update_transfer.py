@@ -3,8 +3,8 @@
 Starts from the policy checkpoint a study run trained on (iteration 0 when ``--train`` starts at 1), makes
 one ``rl_update`` on the policy rows of the ``--train`` iterations pooled, and measures the change of the
 mean per-token log-probability of responses it did not train on: rows of the ``--test`` iterations,
-split by the sign of their advantage (and, for comparison, on the rows it trained on) and by whether the played action was one of the engine's optimal
-actions or a no-op (look / inventory / examine). An update that learned a preference that transfers raises
+split by the sign of their advantage and by whether the played action was one of the engine's optimal
+actions or a no-op (look / inventory / examine); for comparison, also on the rows it trained on. An update that learned a preference that transfers raises
 the positive-advantage and optimal rows more than the others.
 
 Run: ``.venv/bin/python benchmarks/probe_update_transfer.py RUN_DIR --train 1-10 --test 11,12 --update 3e-4x16``
@@ -13,17 +13,15 @@ Run: ``.venv/bin/python benchmarks/probe_update_transfer.py RUN_DIR --train 1-10
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
 import polars as pl
 import torch
+from probe_action_shares import action_flags  # a sibling script: run these as files, not as modules
 
 from rla_core.config import LoraConfig, TrainConfig
 from rla_core.models.trainer import response_logprobs, rl_update
-
-NOOP_VERBS = ["look", "inventory", "examine"]
 
 
 def _iterations(text: str) -> list[int]:
@@ -48,12 +46,7 @@ def policy_rows(run: Path, iteration: int) -> pl.DataFrame:
     played = pl.read_parquet(_stage_file(run, iteration, "rollout", "rollouts.parquet")).select(
         "task_id", "rollout_id", "step", "action", "expert_actions"
     )
-    rows = rows.join(played, on=["task_id", "rollout_id", "step"], how="left")
-    optimal = [
-        a in json.loads(e or "[]") for a, e in zip(rows["action"], rows["expert_actions"], strict=True)
-    ]
-    verb = pl.col("action").str.split(" ").list.first()
-    return rows.with_columns(optimal=pl.Series(optimal), noop=verb.is_in(NOOP_VERBS).fill_null(False))
+    return action_flags(rows.join(played, on=["task_id", "rollout_id", "step"], how="left"))
 
 
 def main() -> None:

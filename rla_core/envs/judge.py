@@ -114,6 +114,21 @@ def judge_steps(
     return validate("judgments", frame, where="judge_steps")
 
 
+def optimal_steps(rollouts: pl.DataFrame) -> pl.Series:
+    """Per 'rollouts' row: the played ``action`` is one of its ``expert_actions`` (the engine's optimal
+    next commands, a JSON list; null counts as none) — the ground truth of a good step."""
+    return pl.Series(
+        "good",
+        [
+            action in json.loads(expert or "[]")
+            for action, expert in zip(
+                rollouts["action"].to_list(), rollouts["expert_actions"].to_list(), strict=True
+            )
+        ],
+        dtype=pl.Boolean,
+    )
+
+
 def step_votes(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> pl.DataFrame:
     """Per step: the judge's mean vote (null scores count 0, spec §2.1) and whether the step was good.
 
@@ -122,13 +137,7 @@ def step_votes(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> pl.DataFrame:
     of the engine's optimal next commands), mean_vote, all_negative (every judgment is -1).
     Steps without judgments are left out.
     """
-    good = [
-        action in json.loads(expert)
-        for action, expert in zip(
-            rollouts["action"].to_list(), rollouts["expert_actions"].to_list(), strict=True
-        )
-    ]
-    steps = rollouts.select([*_STEP_KEY, "outcome"]).with_columns(good=pl.Series(good, dtype=pl.Boolean))
+    steps = rollouts.select([*_STEP_KEY, "outcome"]).with_columns(good=optimal_steps(rollouts))
     votes = judgments.group_by(_STEP_KEY).agg(
         mean_vote=pl.col("score").fill_null(0.0).mean(),
         all_negative=(pl.col("score") == -1.0).fill_null(False).all(),
