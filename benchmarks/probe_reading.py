@@ -29,6 +29,7 @@ Run: ``.venv/bin/python benchmarks/probe_reading.py --checkpoint DIR`` (~15 s) o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import re
@@ -42,6 +43,7 @@ from probe_action_shares import action_flags  # a sibling script: run these as f
 
 import rla_core.envs.demos as demos
 import rla_core.models.bootstrap as bootstrap
+from rla_core.algo.parsing import fallback_action_index, parse_action_index
 from rla_core.config import load_config
 from rla_core.envs.prompts import number_actions
 from rla_core.envs.rollout import RolloutTask, run_rollouts
@@ -51,31 +53,9 @@ from rla_core.settings.textgame import TextGameSetting
 _ACTION_LINE = re.compile(r"^(\d+): (.*)$", re.M)
 _TEXT = re.compile(r"^(?:I should|I choose \d+:) (.*?)\. \\boxed")
 _SYLLABLES = [
-    "ba",
-    "ko",
-    "ri",
-    "tum",
-    "sel",
-    "vor",
-    "an",
-    "pli",
-    "dra",
-    "mo",
-    "ne",
-    "zu",
-    "gar",
-    "fi",
-    "lo",
-    "te",
-    "quin",
-    "ush",
-    "pe",
-    "rak",
-    "sim",
-    "ol",
-    "bet",
-    "cha",
-]
+    "ba", "ko", "ri", "tum", "sel", "vor", "an", "pli", "dra", "mo", "ne", "zu",
+    "gar", "fi", "lo", "te", "quin", "ush", "pe", "rak", "sim", "ol", "bet", "cha",
+]  # fmt: skip
 _VERBS = [
     "examine {o}", "take {o}", "drop {o}", "eat {o}", "open {o}", "close {o}", "put {o} on {p}",
     "insert {o} into {p}", "take {o} from {p}", "unlock {o} with {p}",
@@ -84,13 +64,13 @@ _VERBS = [
 
 def reading_stats(steps: pl.DataFrame) -> dict[str, float]:
     """The probe's shares for rollout ``steps`` (columns prompt, response, action, expert_actions, done, outcome)."""
-    listed = [dict((a, int(i)) for i, a in _ACTION_LINE.findall(p)) for p in steps["prompt"].to_list()]
-    texts = [m.group(1) if (m := _TEXT.match(r)) else None for r in steps["response"].to_list()]
-    boxed = [re.findall(r"\\boxed\{(\d+)\}", r) for r in steps["response"].to_list()]
+    listed = [{a: int(i) for i, a in _ACTION_LINE.findall(p)} for p in steps["prompt"].to_list()]
+    responses = steps["response"].to_list()
+    texts = [m.group(1) if (m := _TEXT.match(r)) else None for r in responses]
     in_list = [t is not None and t in lst for t, lst in zip(texts, listed, strict=True)]
     right = [
-        ok and bool(b) and int(b[-1]) == lst[t]
-        for ok, t, lst, b in zip(in_list, texts, listed, boxed, strict=True)
+        ok and parse_action_index(r, len(lst)).value == lst[t]
+        for ok, t, lst, r in zip(in_list, texts, listed, responses, strict=True)
     ]
     flags = action_flags(steps)
     finals = steps.filter(pl.col("done"))
@@ -127,7 +107,7 @@ def patch_warm_start(*, relists: int, drills: int, index_first: bool, prompt_los
         extra = []
         for prompt, response in frame.rows() if relists else ():
             actions = [a for _i, a in _ACTION_LINE.findall(prompt)]
-            chosen = actions[int(re.findall(r"\\boxed\{(\d+)\}", response)[-1])]
+            chosen = actions[fallback_action_index(parse_action_index(response, len(actions)), len(actions))]
             for _ in range(relists):
                 kept = [a for a in actions if a == chosen or rng.random() < 0.5]
                 extra.append(
@@ -179,7 +159,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         policy = args.checkpoint
         if args.warm_start:
-            bootstrap.DEFAULT_ARCH = bootstrap.TinyArch(**json.loads(args.arch))
+            # resolve_model calls the module's ensure_tiny_model, whose default arch is bound at definition
+            arch = bootstrap.TinyArch(**json.loads(args.arch))
+            bootstrap.ensure_tiny_model = functools.partial(bootstrap.ensure_tiny_model, arch=arch)
             patch_warm_start(
                 relists=args.relists,
                 drills=args.drills,
