@@ -227,6 +227,18 @@ class ModelsConfig(_Section):
     policy_demo_episodes: int = Field(
         4, ge=1, description="Noisy-expert demonstration episodes per task (when policy_demo_noise > 0)."
     )
+    policy_reading_drills: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Text games, tiny policy: reading drills (a random listed action and its number, on "
+            "demonstration prompts and made-up lists) trained for one pass before the demonstrations, so "
+            "a policy trained from scratch reads its action list (benchmarks; 0 = none)."
+        ),
+    )
+    policy_reading_lr: float = Field(
+        1e-3, gt=0.0, lt=1.0, description="Peak learning rate of the reading drills."
+    )
     cache_dir: str = Field(".cache/models", description="Where bootstrapped tiny models are cached.")
     lora: LoraConfig = Field(default_factory=LoraConfig)
 

@@ -26,6 +26,7 @@ from rla_core.envs.prompts import (
     policy_demo_response,
     render_judge_prompt,
     render_policy_prompt,
+    replace_action_list,
     template_texts,
 )
 from rla_core.envs.rollout import derive_seed
@@ -159,6 +160,78 @@ def policy_warm_start_rows(
             history_turns=turns,
         )
     return policy_demos(env, specs, history_turns=turns)
+
+
+# Reading drills (:func:`reading_drills`): made-up object names from these syllables, in these commands.
+DRILL_SYLLABLES = (
+    "ba", "ko", "ri", "tum", "sel", "vor", "an", "pli", "dra", "mo", "ne", "zu",
+    "gar", "fi", "lo", "te", "quin", "ush", "pe", "rak", "sim", "ol", "bet", "cha",
+)  # fmt: skip
+DRILL_COMMANDS = (
+    "examine {o}", "take {o}", "drop {o}", "eat {o}", "open {o}", "close {o}", "put {o} on {p}",
+    "insert {o} into {p}", "take {o} from {p}", "unlock {o} with {p}",
+)  # fmt: skip
+# Shares of drills that keep the prompt's list, keep a random subset of it (renumbered), or invent one.
+DRILL_MIX: dict[str, float] = {"same": 0.3, "subset": 0.3, "made-up": 0.4}
+
+
+def reading_drills(prompts: Sequence[str], *, n: int, seed: int) -> pl.DataFrame:
+    """``n`` reading drills: policy prompts whose answer is a uniformly random *listed* action.
+
+    Teaches a tiny policy trained from scratch to read its prompt before RL: to write an action that is
+    in the numbered list and to box that action's number (docs/bench-design.md §8). Each drill takes a
+    prompt of ``prompts`` (rendered policy prompts, e.g. noisy-expert demonstrations) and, per
+    :data:`DRILL_MIX`, keeps its action list, keeps a random subset of it (each action with probability
+    0.6, renumbered), or replaces it by 5–13 commands over 2–4 made-up objects (so the list cannot be
+    memorised). The response is ``policy_demo_response(action, index)`` for a uniformly random listed
+    action. Deterministic in ``seed``.
+
+    Example: a drill of ``Actions:\n0: look\n1: take key`` with the subset rule keeping only
+    ``take key`` answers ``I should take key. \\boxed{0}``.
+    """
+    if n < 0 or (n and not prompts):
+        raise ValueError(f"reading_drills needs n >= 0 (got {n}) and at least one prompt when n > 0")
+    rng = random.Random(seed)
+    kinds, weights = list(DRILL_MIX), list(DRILL_MIX.values())
+    rows: list[dict[str, str]] = []
+    for _ in range(n):
+        prompt = rng.choice(prompts)
+        listed = [line.split(": ", 1)[1] for line in _action_lines(prompt)]
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "subset":
+            listed = [a for a in listed if rng.random() < 0.6] or listed
+        elif kind == "made-up":
+            listed = _made_up_actions(rng)
+        k = rng.randrange(len(listed))
+        rows.append(
+            {
+                "prompt": replace_action_list(prompt, listed),
+                "response": policy_demo_response(listed[k], k),
+            }
+        )
+    return pl.DataFrame(rows, schema=_COLUMNS)
+
+
+def _action_lines(prompt: str) -> list[str]:
+    """The ``i: action`` lines of a rendered policy prompt's list (the last block of such lines)."""
+    lines = prompt.splitlines()
+    end = max(i for i, line in enumerate(lines) if line[:1].isdigit() and ": " in line) + 1
+    start = end
+    while start > 0 and lines[start - 1][:1].isdigit() and ": " in lines[start - 1]:
+        start -= 1
+    return lines[start:end]
+
+
+def _made_up_actions(rng: random.Random) -> list[str]:
+    def word() -> str:
+        return "".join(rng.choice(DRILL_SYLLABLES) for _ in range(rng.randint(1, 3)))
+
+    objects = [" ".join(word() for _ in range(rng.randint(1, 2))) for _ in range(rng.randint(2, 4))]
+    listed = {"look", "inventory", f"go {rng.choice(['north', 'south', 'east', 'west'])}"}
+    size = rng.randint(5, 13)
+    while len(listed) < size:
+        listed.add(rng.choice(DRILL_COMMANDS).format(o=rng.choice(objects), p=rng.choice(objects)))
+    return sorted(listed)
 
 
 def judge_demos(

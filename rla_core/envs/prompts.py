@@ -86,6 +86,27 @@ def render_policy_prompt(
     )
 
 
+def replace_action_list(prompt: str, actions: Sequence[str]) -> str:
+    """``prompt`` (a rendered policy prompt) with its numbered action list replaced by ``actions``.
+
+    The list's boundaries come from the policy template itself: the line before ``${actions}`` and the
+    text after it. Raises ValueError when ``prompt`` was not rendered from that template.
+
+    Example:
+        >>> p = render_policy_prompt(instruction="t", history=[], observation="o", actions=["a", "b"],
+        ...                          history_turns=0)
+        >>> "0: b" in replace_action_list(p, ["b"])
+        True
+    """
+    before, after = load_template("policy").template.split("${actions}")
+    head = before[before.rstrip("\n").rfind("\n") + 1 :]  # "Actions:\n"
+    start = prompt.rfind(head)
+    end = prompt.find(after, start) if start >= 0 else -1
+    if start < 0 or end < 0:
+        raise ValueError(f"not a policy prompt (no {head!r} ... {after[:20]!r} block): {prompt[:80]!r}")
+    return prompt[: start + len(head)] + number_actions(actions) + prompt[end:]
+
+
 def render_judge_prompt(*, prompt: str, response: str, next_observation: str, template: str = "judge") -> str:
     """The judge prompt for one step: the agent's prompt, its response and the next observation (spec §5).
 

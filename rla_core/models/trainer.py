@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 LOG_RATIO_CLAMP = 10.0
 SFT_BATCH_SIZE = 8
 SFT_GRAD_CLIP = 1.0
+SFT_WARMUP_STEPS = 100  # linear warm-up of sft(cosine=True)
 # The worker module `accelerate launch` runs: run, not imported, so declared for the stage code version.
 WORKER_MODULE = "rla_core.models.train_worker"
 CODE_RESOURCES = ("train_worker.py",)
@@ -471,14 +472,27 @@ def _torch_dtype(name: str) -> Any:
 
 
 def sft(
-    model_dir: Path, rows: pl.DataFrame, *, out_dir: Path, epochs: int, lr: float, seed: int
+    model_dir: Path,
+    rows: pl.DataFrame,
+    *,
+    out_dir: Path,
+    epochs: int,
+    lr: float,
+    seed: int,
+    batch_size: int = SFT_BATCH_SIZE,
+    prompt_weight: float = 0.0,
+    cosine: bool = False,
 ) -> dict[str, float]:
     """Supervised fine-tuning (warm start) on demonstrations; writes a checkpoint to ``out_dir``.
 
     Reads columns ``prompt`` and ``response``. Each row is ``prompt + response + EOS``; the loss is the
-    token-mean cross-entropy over response and EOS tokens only, so the model learns to answer and stop.
-    Batches of 8 rows, shuffled per epoch with ``seed``; AdamW(``lr``), grad-norm clip 1.0. Rows longer
-    than the model's context are dropped (counted). No rows or ``epochs=0`` copy the checkpoint (noop=1).
+    token-mean cross-entropy over response and EOS tokens, so the model learns to answer and stop.
+    With ``prompt_weight > 0`` the prompt tokens count too, each with that weight (language modelling of
+    the prompt: it helps a model trained from scratch learn to copy from its context). Batches of
+    ``batch_size`` rows, shuffled per epoch with ``seed``; AdamW(``lr``), grad-norm clip 1.0; with
+    ``cosine`` the learning rate warms up linearly over :data:`SFT_WARMUP_STEPS` steps and then follows a
+    cosine to 0. Rows longer than the model's context are dropped (counted). No rows or ``epochs=0`` copy
+    the checkpoint (noop=1).
 
     Returns metrics: loss (last epoch mean), first_loss (first epoch mean), rows_in, rows_used,
     rows_dropped_too_long, optimizer_steps, noop.
@@ -487,8 +501,11 @@ def sft(
     from trl.trainer.utils import selective_log_softmax
 
     _require_columns(rows, ("prompt", "response"), "sft")
-    if epochs < 0 or not (0.0 < lr < 1.0):
-        raise ModelError(f"sft needs epochs >= 0 and 0 < lr < 1, got epochs={epochs}, lr={lr}")
+    if epochs < 0 or not (0.0 < lr < 1.0) or batch_size < 1 or prompt_weight < 0:
+        raise ModelError(
+            f"sft needs epochs >= 0, 0 < lr < 1, batch_size >= 1 and prompt_weight >= 0, got "
+            f"epochs={epochs}, lr={lr}, batch_size={batch_size}, prompt_weight={prompt_weight}"
+        )
     model, tokenizer = _load(model_dir)
     eos = tokenizer.eos_token_id
     if eos is None:
@@ -519,19 +536,32 @@ def sft(
         gen = torch.Generator().manual_seed(seed)
         torch.manual_seed(seed)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+        batches = math.ceil(len(prepared) / batch_size)
+        total_steps = epochs * batches
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            lambda step: (
+                min(1.0, (step + 1) / SFT_WARMUP_STEPS) * 0.5 * (1 + math.cos(math.pi * step / total_steps))
+                if cosine
+                else 1.0
+            ),
+        )
         model.train()
-        batches = math.ceil(len(prepared) / SFT_BATCH_SIZE)
-        counter = progress.start("SFT", total=epochs * batches, unit="optimizer steps")
+        counter = progress.start("SFT", total=total_steps, unit="optimizer steps")
         for _ in range(epochs):
             order = torch.randperm(len(prepared), generator=gen).tolist()
             total, count = 0.0, 0
-            for start in range(0, len(order), SFT_BATCH_SIZE):
-                batch = [prepared[i] for i in order[start : start + SFT_BATCH_SIZE]]
-                logps, mask = _response_logps(model, batch, device, selective_log_softmax)
-                loss = -(logps * mask).sum() / mask.sum()
+            for start in range(0, len(order), batch_size):
+                batch = [prepared[i] for i in order[start : start + batch_size]]
+                if prompt_weight > 0:
+                    loss = _weighted_sequence_nll(model, batch, device, prompt_weight)
+                else:
+                    logps, mask = _response_logps(model, batch, device, selective_log_softmax)
+                    loss = -(logps * mask).sum() / mask.sum()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), SFT_GRAD_CLIP)
                 optimizer.step()
+                scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 steps += 1
                 counter.advance(1, rows=len(batch))
@@ -596,6 +626,28 @@ def _ppo_k3(
     kl = (k3 * mask).sum(-1) / lengths
     clipped = (((ratio < 1 - clip_eps) | (ratio > 1 + clip_eps)).float() * mask).sum().detach()
     return pg, kl, clipped
+
+
+def _weighted_sequence_nll(model: Any, batch: Sequence[_Row], device: Any, prompt_weight: float) -> Any:
+    """Weighted token-mean NLL of whole rows: response tokens weigh 1, prompt tokens ``prompt_weight``."""
+    import torch
+
+    seqs = [r.prompt_ids + r.response_ids for r in batch]
+    width = max(len(s) for s in seqs)
+    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    attn = torch.zeros((len(seqs), width), dtype=torch.long)
+    weight = torch.zeros((len(seqs), width))
+    for i, (r, s) in enumerate(zip(batch, seqs, strict=True)):
+        ids[i, : len(s)] = torch.tensor(s)
+        attn[i, : len(s)] = 1
+        weight[i, : len(r.prompt_ids)] = prompt_weight
+        weight[i, len(r.prompt_ids) : len(s)] = 1.0
+    ids, attn, weight = ids.to(device), attn.to(device), weight[:, 1:].to(device)
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
+    nll = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+    ).view_as(weight)
+    return (nll * weight).sum() / weight.sum()
 
 
 def _response_logps(

@@ -72,13 +72,18 @@ def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartR
         ("reward", cfg.models.reward, reward_rows, "reward_model"),
     ):
         base = resolve_model(ref, corpus=data.corpus, cache_dir=cache)
+        base_id = base.name  # tiny models and cache entries are named by content hash
+        if role == "policy" and cfg.models.warm_start and cfg.models.policy_reading_drills > 0:
+            base, reading = _read_first(cfg, base, data.policy_rows, seed=seed)
+            base_id = base.parent.name
+            metrics |= {f"policy/reading_{k}": float(v) for k, v in reading.items()}
         epochs = cfg.models.warm_start_epochs if cfg.models.warm_start else 0
         if role == "reward" and cfg.models.warm_start and cfg.models.reward_warm_start_epochs is not None:
             epochs = cfg.models.reward_warm_start_epochs
         if ref.startswith("tiny:"):
             # Tiny models are named by content hash, so (model, demos, schedule, seed) identifies the result.
             key = hash_jsonable(
-                [base.name, rows.hash_rows().to_list(), epochs, cfg.training.sft_lr, seed, cfg.threads]
+                [base_id, rows.hash_rows().to_list(), epochs, cfg.training.sft_lr, seed, cfg.threads]
             )
             stats = _cached_sft(
                 cache / "warm" / f"{role}-{key[:16]}",
@@ -97,6 +102,47 @@ def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartR
     return WarmStartResult(
         policy_dir=dirs["policy"], reward_dir=dirs["reward"], metrics=metrics, environment_dir=env_dir
     )
+
+
+# The reading drills' recipe (docs/bench-design.md §8): batches of 16, prompt tokens at weight 0.25.
+READING_BATCH_SIZE = 16
+READING_PROMPT_WEIGHT = 0.25
+
+
+def _read_first(
+    cfg: RunConfig, base: Path, demo_rows: pl.DataFrame, *, seed: int
+) -> tuple[Path, dict[str, float]]:
+    """Train the tiny policy ``base`` on ``models.policy_reading_drills`` reading drills (one pass).
+
+    The drills are built from the demonstrations' prompts (:func:`rla_core.envs.demos.reading_drills`);
+    the result is cached like a warm start and returned as the base of the demonstration SFT.
+    """
+    from rla_core.envs.demos import reading_drills
+    from rla_core.models.trainer import sft
+
+    if cfg.setting is not Setting.TEXTGAME or not cfg.models.policy.startswith("tiny:"):
+        raise ConfigError(
+            "models.policy_reading_drills teaches a tiny text-game policy to read its numbered action "
+            f"list; this run has setting={cfg.setting.value} and policy={cfg.models.policy}: set it to 0"
+        )
+    prompts = sorted(set(demo_rows["prompt"].to_list()))
+    drills = reading_drills(prompts, n=cfg.models.policy_reading_drills, seed=seed)
+    lr = cfg.models.policy_reading_lr
+    recipe = [READING_BATCH_SIZE, READING_PROMPT_WEIGHT, "cosine"]
+    key = hash_jsonable([base.name, drills.hash_rows().to_list(), lr, recipe, seed, cfg.threads])
+    entry = Path(cfg.models.cache_dir) / "warm" / f"policy-reading-{key[:16]}"
+    train = functools.partial(
+        sft,
+        base,
+        drills,
+        epochs=1,
+        lr=lr,
+        seed=seed,
+        batch_size=READING_BATCH_SIZE,
+        prompt_weight=READING_PROMPT_WEIGHT,
+        cosine=True,
+    )
+    return entry / "model", _ensure_cached(entry, train)
 
 
 _VERDICT = re.compile(r"(does not move|moves) the task forward\. \\boxed\{(-1|1)\}$")
@@ -134,7 +180,14 @@ def flip_judge_labels(rows: pl.DataFrame, *, share: float, seed: int) -> pl.Data
 
 
 def _cached_sft(entry: Path, out: Path, train: Callable[..., dict[str, float]]) -> dict[str, float]:
-    """Run ``train`` into a cache entry once (temp dir + rename, so a killed run leaves no half entry)."""
+    """Run ``train`` into a cache entry once (:func:`_ensure_cached`), then copy its model to ``out``."""
+    stats = _ensure_cached(entry, train)
+    shutil.copytree(entry / "model", out)
+    return stats
+
+
+def _ensure_cached(entry: Path, train: Callable[..., dict[str, float]]) -> dict[str, float]:
+    """Run ``train(out_dir=entry/model)`` once (temp dir + rename, so a killed run leaves no half entry)."""
     if not (entry / "metrics.json").is_file():
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
@@ -148,6 +201,5 @@ def _cached_sft(entry: Path, out: Path, train: Callable[..., dict[str, float]]) 
                     raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(entry / "model", out)
     stats_cached: dict[str, float] = json.loads((entry / "metrics.json").read_text())
     return stats_cached

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from rla_core.envs.demos import corpus_texts, judge_demos, noisy_policy_demos, policy_demos
-from rla_core.envs.prompts import render_policy_prompt, template_hash
+import pytest
+
+from rla_core.envs.demos import corpus_texts, judge_demos, noisy_policy_demos, policy_demos, reading_drills
+from rla_core.envs.prompts import render_policy_prompt, replace_action_list, template_hash
 from rla_core.envs.textworld_env import TextWorldEnv
 from tests.envs.conftest import TWO_STEP
 
@@ -54,3 +56,42 @@ def test_noisy_policy_demos_follow_the_expert_at_noise_0_and_are_seeded(env: Tex
         assert response.startswith(f"I should {_boxed_action(prompt, response)}.")
     assert noisy.equals(noisy_policy_demos(env, [TWO_STEP], noise=1.0, episodes=2, max_steps=4, seed=5))
     assert not noisy.equals(noisy_policy_demos(env, [TWO_STEP], noise=1.0, episodes=2, max_steps=4, seed=6))
+
+
+def _prompt(actions: list[str]) -> str:
+    return render_policy_prompt(
+        instruction="Find the key.", history=[], observation="A hall.", actions=actions, history_turns=0
+    )
+
+
+def test_replace_action_list_renumbers_only_the_list() -> None:
+    prompt = _prompt(["look", "take key", "go east"])
+    assert replace_action_list(prompt, ["go east", "take key"]) == _prompt(["go east", "take key"])
+    with pytest.raises(ValueError, match="not a policy prompt"):
+        replace_action_list("Is this step good?", ["look"])
+
+
+def test_reading_drills_answer_a_listed_action_with_its_number() -> None:
+    prompts = [_prompt(["look", "take key", "go east"]), _prompt(["open door", "inventory"])]
+    drills = reading_drills(prompts, n=200, seed=3)
+    assert drills.height == 200 and drills.equals(reading_drills(prompts, n=200, seed=3))
+    kinds = {"same": 0, "subset": 0, "made-up": 0}
+    for prompt, response in drills.rows():
+        listed = [line.split(": ", 1)[1] for line in prompt.split("Actions:\n")[1].splitlines()[:-1]]
+        # every drill keeps the rest of its source prompt and boxes the index of the action it names
+        assert prompt.startswith(_prompt(["x"]).split("Actions:")[0])
+        answered = _boxed_action(prompt, response)
+        assert answered in listed and response == f"I should {answered}. \\boxed{{{listed.index(answered)}}}"
+        if listed in (["look", "take key", "go east"], ["open door", "inventory"]):
+            kinds["same"] += 1
+        elif set(listed) <= {"look", "take key", "go east", "open door", "inventory"}:
+            kinds["subset"] += 1
+        else:
+            kinds["made-up"] += 1
+            assert (
+                {"look", "inventory"} <= set(listed) and listed == sorted(listed) and 5 <= len(listed) <= 13
+            )
+    # DRILL_MIX is 0.3 / 0.3 / 0.4; a subset that keeps every action counts as "same" here
+    assert 40 <= kinds["subset"] <= 70 and 60 <= kinds["made-up"] <= 100 and kinds["same"] >= 45
+    with pytest.raises(ValueError, match="at least one prompt"):
+        reading_drills([], n=1, seed=0)

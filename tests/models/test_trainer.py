@@ -148,3 +148,54 @@ def test_sft_reproduces_demonstrations_and_reloads(tiny_model: Path, tmp_path: P
     gen.close()
     assert [s[0].text for s in out] == RESPONSES[:3]
     assert [s[0].finish_reason for s in out] == ["stop"] * 3
+
+
+def test_prompt_weight_mixes_prompt_and_response_token_losses(tiny_model: Path) -> None:
+    from trl.trainer.utils import selective_log_softmax
+
+    from rla_core.models.trainer import _load, _response_logps, _Row, _weighted_sequence_nll
+
+    model, tokenizer = _load(tiny_model)
+    rows = [
+        _Row(tokenizer(p)["input_ids"], tokenizer(r)["input_ids"], 1.0)
+        for p, r in zip(PROMPTS[:2], RESPONSES[:2], strict=True)
+    ]
+    with torch.no_grad():
+        logps, mask = _response_logps(model, rows, "cpu", selective_log_softmax)
+        response_only = float(-(logps * mask).sum() / mask.sum())
+        # weight 0: the response tokens alone, as plain SFT
+        assert float(_weighted_sequence_nll(model, rows, "cpu", 0.0)) == pytest.approx(
+            response_only, rel=1e-5
+        )
+        # weight 1, one row: every predicted token counts once, which is the model's own LM loss
+        ids = torch.tensor([rows[0].prompt_ids + rows[0].response_ids])
+        lm_loss = float(model(input_ids=ids, labels=ids).loss)
+        assert float(_weighted_sequence_nll(model, rows[:1], "cpu", 1.0)) == pytest.approx(lm_loss, rel=1e-5)
+        # weight w: (w * prompt NLL sum + response NLL sum) / (w * prompt tokens + response tokens)
+        p_len, r_len = len(rows[0].prompt_ids), len(rows[0].response_ids)
+        token_nll = -selective_log_softmax(model(input_ids=ids).logits[:, :-1], ids[:, 1:])[0]
+        prompt_sum, response_sum = float(token_nll[: p_len - 1].sum()), float(token_nll[p_len - 1 :].sum())
+        expected = (0.25 * prompt_sum + response_sum) / (0.25 * (p_len - 1) + r_len)
+        assert float(_weighted_sequence_nll(model, rows[:1], "cpu", 0.25)) == pytest.approx(
+            expected, rel=1e-5
+        )
+
+
+def test_sft_with_prompt_loss_and_cosine_schedule_learns_the_prompts_too(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    rows = pl.DataFrame({"prompt": PROMPTS[:3], "response": RESPONSES[:3]})
+    plain = sft(tiny_model, rows, out_dir=tmp_path / "plain", epochs=30, lr=3e-3, seed=0)
+    mixed = sft(
+        tiny_model, rows, out_dir=tmp_path / "mixed", epochs=30, lr=3e-3, seed=0, batch_size=2,
+        prompt_weight=1.0, cosine=True,
+    )  # fmt: skip
+    assert mixed["optimizer_steps"] == 60.0 and plain["optimizer_steps"] == 30.0
+    # the prompts' own text (after their first 3 characters) becomes likely only when it is in the loss
+    heads, tails = [p[:3] for p in PROMPTS[:3]], [p[3:] for p in PROMPTS[:3]]
+    before = sum(response_logprobs(tiny_model, heads, tails))
+    gain_plain = sum(response_logprobs(tmp_path / "plain", heads, tails)) - before
+    gain_mixed = sum(response_logprobs(tmp_path / "mixed", heads, tails)) - before
+    assert gain_mixed > 1.0 and gain_mixed > gain_plain + 1.0
+    with pytest.raises(ModelError, match="batch_size >= 1"):
+        sft(tiny_model, rows, out_dir=tmp_path / "bad", epochs=1, lr=3e-3, seed=0, batch_size=0)
