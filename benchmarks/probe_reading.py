@@ -52,14 +52,8 @@ from rla_core.settings.textgame import TextGameSetting
 
 _ACTION_LINE = re.compile(r"^(\d+): (.*)$", re.M)
 _TEXT = re.compile(r"^(?:I should|I choose \d+:) (.*?)\. \\boxed")
-_SYLLABLES = [
-    "ba", "ko", "ri", "tum", "sel", "vor", "an", "pli", "dra", "mo", "ne", "zu",
-    "gar", "fi", "lo", "te", "quin", "ush", "pe", "rak", "sim", "ol", "bet", "cha",
-]  # fmt: skip
-_VERBS = [
-    "examine {o}", "take {o}", "drop {o}", "eat {o}", "open {o}", "close {o}", "put {o} on {p}",
-    "insert {o} into {p}", "take {o} from {p}", "unlock {o} with {p}",
-]  # fmt: skip
+# the same made-up words and commands as the product's reading drills (the earlier variants' draws)
+_SYLLABLES, _VERBS = list(demos.DRILL_SYLLABLES), list(demos.DRILL_COMMANDS)
 
 
 def reading_stats(steps: pl.DataFrame) -> dict[str, float]:
