@@ -215,7 +215,10 @@ def reading_drills(prompts: Sequence[str], *, n: int, seed: int) -> pl.DataFrame
 def _action_lines(prompt: str) -> list[str]:
     """The ``i: action`` lines of a rendered policy prompt's list (the last block of such lines)."""
     lines = prompt.splitlines()
-    end = max(i for i, line in enumerate(lines) if line[:1].isdigit() and ": " in line) + 1
+    numbered = [i for i, line in enumerate(lines) if line[:1].isdigit() and ": " in line]
+    if not numbered:
+        raise ValueError(f"not a policy prompt (no numbered action list): {prompt[:80]!r}")
+    end = numbered[-1] + 1
     start = end
     while start > 0 and lines[start - 1][:1].isdigit() and ": " in lines[start - 1]:
         start -= 1

@@ -187,7 +187,8 @@ def _cached_sft(entry: Path, out: Path, train: Callable[..., dict[str, float]]) 
 
 
 def _ensure_cached(entry: Path, train: Callable[..., dict[str, float]]) -> dict[str, float]:
-    """Run ``train(out_dir=entry/model)`` once (temp dir + rename, so a killed run leaves no half entry)."""
+    """Run ``train(out_dir=…)`` once to fill ``entry/model`` (a temp dir renamed into place, so a killed run
+    leaves no half entry); return its metrics, stored in ``entry/metrics.json``."""
     if not (entry / "metrics.json").is_file():
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))

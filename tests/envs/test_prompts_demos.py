@@ -95,3 +95,5 @@ def test_reading_drills_answer_a_listed_action_with_its_number() -> None:
     assert 40 <= kinds["subset"] <= 70 and 60 <= kinds["made-up"] <= 100 and kinds["same"] >= 45
     with pytest.raises(ValueError, match="at least one prompt"):
         reading_drills([], n=1, seed=0)
+    with pytest.raises(ValueError, match="no numbered action list"):
+        reading_drills(["Is this step good?"], n=1, seed=0)
