@@ -23,6 +23,7 @@ import polars as pl
 
 from rla_core.envs.prompts import (
     judge_demo_response,
+    listed_actions,
     policy_demo_response,
     render_judge_prompt,
     render_policy_prompt,
@@ -196,7 +197,7 @@ def reading_drills(prompts: Sequence[str], *, n: int, seed: int) -> pl.DataFrame
     rows: list[dict[str, str]] = []
     for _ in range(n):
         prompt = rng.choice(prompts)
-        listed = [line.split(": ", 1)[1] for line in _action_lines(prompt)]
+        listed = listed_actions(prompt)
         kind = rng.choices(kinds, weights)[0]
         if kind == "subset":
             listed = [a for a in listed if rng.random() < 0.6] or listed
@@ -210,19 +211,6 @@ def reading_drills(prompts: Sequence[str], *, n: int, seed: int) -> pl.DataFrame
             }
         )
     return pl.DataFrame(rows, schema=_COLUMNS)
-
-
-def _action_lines(prompt: str) -> list[str]:
-    """The ``i: action`` lines of a rendered policy prompt's list (the last block of such lines)."""
-    lines = prompt.splitlines()
-    numbered = [i for i, line in enumerate(lines) if line[:1].isdigit() and ": " in line]
-    if not numbered:
-        raise ValueError(f"not a policy prompt (no numbered action list): {prompt[:80]!r}")
-    end = numbered[-1] + 1
-    start = end
-    while start > 0 and lines[start - 1][:1].isdigit() and ": " in lines[start - 1]:
-        start -= 1
-    return lines[start:end]
 
 
 def _made_up_actions(rng: random.Random) -> list[str]:

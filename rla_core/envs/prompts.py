@@ -86,6 +86,25 @@ def render_policy_prompt(
     )
 
 
+def _action_block(prompt: str) -> tuple[int, int]:
+    """Start and end of a rendered policy prompt's numbered list, from the policy template's own text."""
+    before, after = load_template("policy").template.split("${actions}")
+    head = before[before.rstrip("\n").rfind("\n") + 1 :]  # "Actions:\n"
+    start = prompt.rfind(head)
+    end = prompt.find(after, start) if start >= 0 else -1
+    if start < 0 or end < 0:
+        raise ValueError(
+            f"not a policy prompt (no numbered action list between {head!r} and {after[:20]!r}): {prompt[:80]!r}"
+        )
+    return start + len(head), end
+
+
+def listed_actions(prompt: str) -> list[str]:
+    """The actions of a rendered policy prompt's numbered list, in order (inverse of :func:`number_actions`)."""
+    start, end = _action_block(prompt)
+    return [line.split(": ", 1)[1] for line in prompt[start:end].splitlines()]
+
+
 def replace_action_list(prompt: str, actions: Sequence[str]) -> str:
     """``prompt`` (a rendered policy prompt) with its numbered action list replaced by ``actions``.
 
@@ -98,13 +117,8 @@ def replace_action_list(prompt: str, actions: Sequence[str]) -> str:
         >>> "0: b" in replace_action_list(p, ["b"])
         True
     """
-    before, after = load_template("policy").template.split("${actions}")
-    head = before[before.rstrip("\n").rfind("\n") + 1 :]  # "Actions:\n"
-    start = prompt.rfind(head)
-    end = prompt.find(after, start) if start >= 0 else -1
-    if start < 0 or end < 0:
-        raise ValueError(f"not a policy prompt (no {head!r} ... {after[:20]!r} block): {prompt[:80]!r}")
-    return prompt[: start + len(head)] + number_actions(actions) + prompt[end:]
+    start, end = _action_block(prompt)
+    return prompt[:start] + number_actions(actions) + prompt[end:]
 
 
 def render_judge_prompt(*, prompt: str, response: str, next_observation: str, template: str = "judge") -> str:
