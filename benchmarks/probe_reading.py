@@ -45,7 +45,7 @@ import rla_core.envs.demos as demos
 import rla_core.models.bootstrap as bootstrap
 from rla_core.algo.parsing import fallback_action_index, parse_action_index
 from rla_core.config import load_config
-from rla_core.envs.prompts import number_actions
+from rla_core.envs.prompts import replace_action_list
 from rla_core.envs.rollout import RolloutTask, run_rollouts
 from rla_core.models.generator import TransformersGenerator
 from rla_core.settings.textgame import TextGameSetting
@@ -84,11 +84,6 @@ def _word(rng: random.Random) -> str:
     return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3)))
 
 
-def _renumbered(prompt: str, actions: list[str]) -> str:
-    start, end = prompt.index("Actions:\n") + len("Actions:\n"), prompt.index("\nThink briefly")
-    return prompt[:start] + number_actions(actions) + prompt[end:]
-
-
 def patch_warm_start(*, relists: int, drills: int, index_first: bool, prompt_loss: bool) -> None:
     """Wrap the warm-start data functions of :mod:`rla_core.envs.demos` with the requested variants."""
     if index_first:
@@ -105,7 +100,10 @@ def patch_warm_start(*, relists: int, drills: int, index_first: bool, prompt_los
             for _ in range(relists):
                 kept = [a for a in actions if a == chosen or rng.random() < 0.5]
                 extra.append(
-                    (_renumbered(prompt, kept), demos.policy_demo_response(chosen, kept.index(chosen)))
+                    (
+                        replace_action_list(prompt, kept),
+                        demos.policy_demo_response(chosen, kept.index(chosen)),
+                    )
                 )
         prompts = frame["prompt"].to_list()
         for _ in range(drills):
@@ -118,7 +116,7 @@ def patch_warm_start(*, relists: int, drills: int, index_first: bool, prompt_los
             actions = sorted(listed)
             k = rng.randrange(len(actions))
             extra.append(
-                (_renumbered(rng.choice(prompts), actions), demos.policy_demo_response(actions[k], k))
+                (replace_action_list(rng.choice(prompts), actions), demos.policy_demo_response(actions[k], k))
             )
         frame = pl.concat([frame, pl.DataFrame(extra, schema=frame.schema, orient="row")])
         if (
