@@ -40,7 +40,7 @@ from flows.study import (
 )
 from rla_core.algo.stats import mean_interval
 from rla_core.errors import RunNotFoundError
-from rla_core.store import ArtifactStore
+from rla_core.store import ArtifactStore, publish_file
 
 REPORT_FILE = "report.html"
 ARM_COLORS = {
@@ -392,10 +392,7 @@ def write_report(store: ArtifactStore, owner: str, report: Report, out: Path | N
     """Write the HTML to ``out`` or to ``<root>/<owner>/report.html`` (atomically); returns where."""
     text = report.html()
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        publish_file(out, text)
         return str(out)
     return store.write_run_file(owner, REPORT_FILE, text.encode("utf-8"))
 

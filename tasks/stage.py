@@ -37,7 +37,7 @@ from prefect import get_run_logger, task
 from prefect.context import TaskRunContext
 
 from rla_core.config import RunConfig, TrainConfig, hash_jsonable
-from rla_core.store import ArtifactStore, StageWriter
+from rla_core.store import ArtifactStore, StageWriter, publish_dir
 from tasks.code_closure import code_version
 from tasks.progress import stage_progress
 from tasks.tracking import Tracker, publish_iteration_summary
@@ -157,10 +157,8 @@ def local_checkpoint(run: RunContext, ref: StageRef, name: str) -> Path:
     target = Path(run.cache_dir) / "checkpoints" / ref.content_key / name
     if target.is_dir():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=target.parent))
-    store.get_dir(ref.run_id, ref.iteration, ref.stage, name, tmp)
-    tmp.replace(target)
+    # Content-keyed: a copy another process published meanwhile is the same checkpoint, so it is kept.
+    publish_dir(target, lambda tmp: store.get_dir(ref.run_id, ref.iteration, ref.stage, name, tmp))
     return target
 
 
