@@ -100,3 +100,19 @@ def sample_frame() -> Callable[[str, int], pl.DataFrame]:
         return pl.DataFrame([_column_values(col, dtype, rows) for col, dtype in schema.columns.items()])
 
     return build
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored() -> Iterator[None]:
+    """A test that changes torch's intra-op thread count (stages do: ``threads``) does not leak it.
+
+    The thread count changes float reduction order, so a test's numbers must not depend on which tests
+    ran before it in the session (issue 23: a tolerance check failed only after such a test).
+    """
+    import sys
+
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    if before is not None and torch is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)
