@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rla_core.errors import ProcessError
+from rla_core.store import publish_file
 
 
 def default_runtime_dir(name: str) -> Path:
@@ -144,10 +145,7 @@ def record_process(runtime_dir: Path, *, kind: str, pid: int, what: str) -> Path
 
 def write_pidfile(path: Path, record: Mapping[str, Any]) -> None:
     """Write a pidfile atomically (a reaper never reads half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(dict(record)))
-    tmp.replace(path)
+    publish_file(path, json.dumps(dict(record)))
 
 
 def owner_record(groups: Sequence[tuple[int, str | None]], **extra: Any) -> dict[str, Any]:

@@ -31,16 +31,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rla_core.envs.base import StepResult
 from rla_core.errors import EnvironmentSpecError
+from rla_core.store import publish_dir
 
 # Inclusive ranges per spec key. Small on purpose: tiny CPU models must win sometimes.
 SPEC_BOUNDS: dict[str, tuple[int, int]] = {
@@ -197,20 +195,13 @@ class TextWorldEnv:
         game = final_dir / _GAME_FILE
         if game.is_file():
             return game
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp_dir = Path(tempfile.mkdtemp(prefix=f".tmp-{spec_hash(spec)}-", dir=self.cache_dir))
-        try:
+
+        def write(tmp_dir: Path) -> None:
             _compile_into(spec, tmp_dir)
             (tmp_dir / "spec.json").write_text(canonical_spec(spec), encoding="utf-8")
-            try:
-                os.rename(tmp_dir, final_dir)
-            except OSError:
-                # Another writer finished first; its game is identical (same spec, same seed).
-                if not game.is_file():
-                    raise
-        finally:
-            if tmp_dir.exists():
-                shutil.rmtree(tmp_dir)
+
+        # Another writer that finished first compiled an identical game (same spec, same seed): kept.
+        publish_dir(final_dir, write, marker=_GAME_FILE)
         return game
 
     def open(self, spec: dict[str, Any], *, seed: int) -> TextWorldEpisode:

@@ -20,14 +20,13 @@ import json
 import logging
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rla_core.config import hash_jsonable
 from rla_core.errors import ModelError
+from rla_core.store import publish_dir
 
 log = logging.getLogger(__name__)
 
@@ -93,20 +92,10 @@ def ensure_tiny_model(
     target = Path(cache_dir) / f"{name}-{key[:16]}"
     if (target / "config.json").exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=target.parent))
-    try:
-        _build(tmp, corpus=corpus, arch=arch, seed=int(key[:8], 16))
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            # Another process finished the same model first: its copy is complete, keep it.
-            if not (target / "config.json").exists():
-                raise
-            shutil.rmtree(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    # Another process that finished the same model first has a complete copy: it is kept.
+    publish_dir(
+        target, lambda tmp: _build(tmp, corpus=corpus, arch=arch, seed=int(key[:8], 16)), marker="config.json"
+    )
     log.info("bootstrapped tiny model %s at %s", name, target)
     return target
 

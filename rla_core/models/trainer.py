@@ -52,6 +52,7 @@ from rla_core.config import LoraConfig, TrainConfig, TrainingConfig
 from rla_core.errors import ModelError, ProcessError
 from rla_core.models.bootstrap import validate_checkpoint
 from rla_core.procs import ProcessGroup, default_runtime_dir
+from rla_core.store import publish_dir
 
 if TYPE_CHECKING:
     import torch
@@ -757,18 +758,4 @@ def _write_atomically(out_dir: Path, write: Any) -> None:
         raise ModelError(
             f"output directory {out_dir} is not empty: stages write new checkpoints to fresh locations"
         )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with _temp_dir(out_dir.parent) as tmp:
-        write(tmp)
-        if out_dir.exists():
-            out_dir.rmdir()
-        os.rename(tmp, out_dir)
-
-
-@contextmanager
-def _temp_dir(parent: Path) -> Iterator[Path]:
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-ckpt-", dir=parent))
-    try:
-        yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    publish_dir(out_dir, write, exists="fail")

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import random
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +21,7 @@ import polars as pl
 from rla_core.config import RunConfig, Setting, hash_jsonable
 from rla_core.errors import ConfigError
 from rla_core.settings import adapter_for
+from rla_core.store import publish_dir
 
 
 @dataclass(frozen=True)
@@ -190,17 +189,12 @@ def _ensure_cached(entry: Path, train: Callable[..., dict[str, float]]) -> dict[
     """Run ``train(out_dir=…)`` once to fill ``entry/model`` (a temp dir renamed into place, so a killed run
     leaves no half entry); return its metrics, stored in ``entry/metrics.json``."""
     if not (entry / "metrics.json").is_file():
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
-        try:
+
+        def write(tmp: Path) -> None:
             stats = train(out_dir=tmp / "model")
             (tmp / "metrics.json").write_text(json.dumps(stats))
-            try:
-                os.rename(tmp, entry)
-            except OSError:
-                if not (entry / "metrics.json").is_file():  # not a concurrent writer's finished entry
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+
+        # A concurrent writer's finished entry (it holds metrics.json) is kept.
+        publish_dir(entry, write, marker="metrics.json")
     stats_cached: dict[str, float] = json.loads((entry / "metrics.json").read_text())
     return stats_cached

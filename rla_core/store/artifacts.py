@@ -15,8 +15,9 @@ carries an ``_invalidated.json`` marker, in which case the stage is not done (no
 until a newer attempt commits. Attempts without a manifest (a crash before commit) are invisible.
 Nothing is ever overwritten or deleted: every attempt gets a fresh directory.
 
-The manifest is committed atomically: locally by writing a temporary file and ``os.replace``; on S3
-by a single PUT of the manifest object (S3 makes each PUT visible whole or not at all).
+The manifest is committed atomically: locally by :func:`~rla_core.store.atomic.publish_file` (a
+temporary sibling, fsync, rename); on S3 by a single PUT of the manifest object (S3 makes each PUT
+visible whole or not at all).
 
 Example:
     >>> store = ArtifactStore("/tmp/runs")  # doctest: +SKIP
@@ -32,13 +33,13 @@ import hashlib
 import io
 import os
 import re
-import uuid
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Final, Self
 
 from rla_core.errors import ArtifactError, RunNotFoundError
 from rla_core.schemas import SCHEMA_VERSION, get_schema, validate
+from rla_core.store.atomic import publish_file
 from rla_core.store.lock import RunLock
 from rla_core.store.manifest import ArtifactEntry, EntryKind, Manifest, RunInfo, this_host, utc_now
 from rla_core.store.uri import check_name, check_relpath, filesystem, is_remote, join
@@ -297,13 +298,7 @@ class ArtifactStore:
                 # One PUT: S3 shows the whole object or nothing.
                 self._fs.pipe_file(path, data)
                 return
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            publish_file(path, data, fsync=True)
         except OSError as exc:
             raise self._write_error(path, exc) from exc
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import stat
 import sys
@@ -151,3 +152,97 @@ def test_importing_the_helper_stays_light() -> None:
     code = "import sys, rla_core.store, rla_core.procs; print('polars' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---- the helper is the only place that renames into place ----------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+SCANNED = ("rla_core", "tasks", "flows")
+HELPER = ROOT / "rla_core" / "store" / "atomic.py"
+_MODULE_RENAMES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")}
+
+
+def _is_mapping(node: ast.expr) -> bool:
+    return isinstance(node, ast.Dict | ast.DictComp)
+
+
+def renames_into_place(source: str) -> list[int]:
+    """Line numbers of calls in ``source`` that rename a file or directory into place.
+
+    The rule (static, AST): flagged are
+
+    * ``os.replace`` / ``os.rename`` / ``os.renames`` / ``shutil.move`` — called, or imported by name
+      (``from os import replace``);
+    * any ``<x>.rename(...)`` call, unless its one argument is a dict literal (a polars column
+      rename, ``df.rename({"a": "b"})``): ``Path.rename``, ``fs.rename(a, b)``;
+    * ``<x>.replace(arg)`` with exactly one positional argument and no keywords — the shape of
+      ``Path.replace(target)`` — unless ``arg`` is a dict literal (polars ``Expr.replace({...})``) or
+      ``x`` is ``dataclasses``; and ``Path.replace(a, b)`` / ``Path.rename(a, b)`` called unbound.
+
+    Not flagged: ``str.replace(old, new[, count])`` (two or more arguments) and
+    ``dataclasses.replace(obj, field=...)`` (keywords). A call the rule misses would still need a
+    temp-then-rename dance that reviewers look for; a false positive is fixed by using the helper.
+    """
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.stmt | ast.expr) and _renames(node)
+        }
+    )
+
+
+def _renames(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return any((node.module, alias.name) in _MODULE_RENAMES for alias in node.names)
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    attr, receiver = node.func.attr, node.func.value
+    receiver_name = receiver.id if isinstance(receiver, ast.Name) else None
+    if (receiver_name, attr) in _MODULE_RENAMES or (
+        receiver_name == "Path" and attr in ("rename", "replace")
+    ):
+        return True
+    one_mapping = len(node.args) == 1 and _is_mapping(node.args[0])
+    if attr == "rename":
+        return not one_mapping
+    if attr == "replace":
+        one_positional = len(node.args) == 1 and not node.keywords
+        return one_positional and not one_mapping and receiver_name != "dataclasses"
+    return False
+
+
+def test_the_rule_flags_renames_and_spares_string_replace() -> None:
+    flagged = """
+import os, shutil
+from os import replace
+os.replace(tmp, path)
+os.rename(tmp_dir, final_dir)
+shutil.move(a, b)
+tmp.replace(target)
+Path(tmp).rename(target)
+fs.rename(a, b)
+Path.replace(tmp, target)
+"""
+    assert renames_into_place(flagged) == [3, 4, 5, 6, 7, 8, 9, 10]
+    spared = """
+s.replace("|", "\\\\|").replace("<", "\\\\<")
+text.replace(old, new, 1)
+dataclasses.replace(spec, task_id=task_id)
+df.rename({"a": "b"})
+pl.col("x").replace({"a": "b"})
+when.replace(year=2000)
+"""
+    assert renames_into_place(spared) == []
+
+
+def test_the_atomic_helper_is_the_only_place_that_renames_into_place() -> None:
+    found = []
+    for package in SCANNED:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path == HELPER:
+                continue
+            for line in renames_into_place(path.read_text(encoding="utf-8")):
+                found.append(f"{path.relative_to(ROOT)}:{line}")
+    assert found == [], f"use rla_core.store.publish_file / publish_dir instead of renaming at {found}"
+    assert renames_into_place(HELPER.read_text(encoding="utf-8"))  # the scan does see the helper's own

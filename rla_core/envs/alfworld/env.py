@@ -38,11 +38,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 import sys
-import tempfile
 import threading
 import time
 import types
@@ -59,6 +56,7 @@ from rla_core.envs.alfworld.spec import canonical_spec, parse_generated
 from rla_core.envs.base import StepResult
 from rla_core.envs.textworld_env import compact_text
 from rla_core.errors import EnvironmentSpecError
+from rla_core.store import publish_dir
 
 _GAME_FILE = "game.tw-pddl"
 _BOOKKEEPING = ("checked", "examined")
@@ -312,19 +310,13 @@ class AlfworldEnv:
                 "try another seed, target or place"
             )
         game = {**game, "solvable": True, "walkthrough": walkthrough}
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp_dir = Path(tempfile.mkdtemp(prefix=f".tmp-{digest}-", dir=self.cache_dir))
-        try:
+
+        def write(tmp_dir: Path) -> None:
             (tmp_dir / _GAME_FILE).write_text(json.dumps(game, sort_keys=True), encoding="utf-8")
             (tmp_dir / "spec.json").write_text(canonical_spec(spec), encoding="utf-8")
-            try:
-                os.rename(tmp_dir, final_dir)
-            except OSError:
-                if not path.is_file():  # another writer finished first with the same game
-                    raise
-        finally:
-            if tmp_dir.exists():
-                shutil.rmtree(tmp_dir)
+
+        # Another writer that finished first wrote the same game: its entry is kept.
+        publish_dir(final_dir, write, marker=_GAME_FILE)
         return game
 
     def _solve(self, game: dict[str, Any]) -> list[str]:
