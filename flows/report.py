@@ -461,20 +461,29 @@ def browse(html_path: Path, png_dir: Path | None = None, *, width: int = 1280) -
     """Open a report in headless Chromium; return what each figure holds as rendered by plotly.js.
 
     With ``png_dir``, also save ``page.png`` (the first screen) and ``<figure>.png`` per figure. Uses the
-    Debian ``chromium`` / ``chromedriver`` that ``scripts/setup.sh`` installs (the GUI setting's browser).
+    browser of the GUI setting (:func:`rla_core.envs.browser.find_browser`: Debian's ``chromium`` and
+    ``chromium-driver``, which ``scripts/setup.sh`` installs); BrowserStartError says what to install.
     """
     from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    from rla_core.envs.miniwob.pool import CHROME_FLAGS
+    from rla_core.envs.browser import chrome_options, find_browser
+    from rla_core.errors import BrowserStartError
 
+    found = find_browser()
     with tempfile.TemporaryDirectory(prefix="rla-report-browser-") as profile:
-        options = webdriver.ChromeOptions()
-        for flag in (*CHROME_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},1000"):
-            options.add_argument(flag)
-        options.binary_location = "/usr/bin/chromium"
-        driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        options = chrome_options(found.chrome, profile, f"--window-size={width},1000")
+        try:
+            driver = webdriver.Chrome(service=Service(found.chromedriver), options=options)
+        except WebDriverException as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BrowserStartError(
+                f"Chromium '{found.chrome}' failed to start through '{found.chromedriver}' for the report's "
+                f"figures: {first}; check that both come from the same release (chromium --version, "
+                "chromedriver --version)"
+            ) from exc
         try:
             driver.set_page_load_timeout(120)
             driver.get(html_path.resolve().as_uri())

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rla_core import procs
+from rla_core.envs.browser import chrome_options, find_browser
 from rla_core.errors import BrowserError, BrowserStartError
 
 if TYPE_CHECKING:
@@ -43,42 +44,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-DEFAULT_CHROME = "/usr/bin/chromium"
-DEFAULT_CHROMEDRIVER = "/usr/bin/chromedriver"
 # Measured: ~200 MiB per extra browser; keep headroom for the policy model.
 MIB_PER_BROWSER = 400
 PIDFILE_KIND = "pool"  # pidfiles pool-<owner pid>-<nonce>.json (rla_core.procs)
-
-# Headless, and nothing leaves the machine: no sync, updates, metrics, crash uploads, DNS prefetch;
-# every non-loopback URL goes to a proxy on a closed local port (file:// pages need none).
-CHROME_FLAGS: tuple[str, ...] = (
-    "--headless=new",
-    "--no-sandbox",  # we run as root in containers; the pages are our own local files
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--no-default-browser-check",
-    "--disable-sync",
-    "--disable-extensions",
-    "--disable-component-update",
-    "--disable-background-networking",
-    "--disable-default-apps",
-    "--disable-domain-reliability",
-    "--disable-client-side-phishing-detection",
-    "--disable-breakpad",
-    "--disable-crash-reporter",
-    "--metrics-recording-only",
-    "--no-pings",
-    "--dns-prefetch-disable",
-    "--proxy-server=127.0.0.1:9",
-    "--proxy-bypass-list=<-loopback>",
-    "--disable-features=OptimizationHints,MediaRouter,Translate,AutofillServerCommunication",
-    # background tabs must keep running their timers (several episodes share one browser)
-    "--disable-background-timer-throttling",
-    "--disable-backgrounding-occluded-windows",
-    "--disable-renderer-backgrounding",
-    "--window-size=500,400",
-)
+POOL_FLAGS: tuple[str, ...] = ("--window-size=500,400",)  # on top of rla_core.envs.browser.CHROME_FLAGS
 
 
 def default_pool_size() -> int:
@@ -190,8 +159,8 @@ class BrowserPool:
         *,
         size: int | None = None,
         runtime_dir: Path | None = None,
-        chrome_binary: str = DEFAULT_CHROME,
-        chromedriver: str = DEFAULT_CHROMEDRIVER,
+        chrome_binary: str | None = None,
+        chromedriver: str | None = None,
         call_timeout_s: float = 10.0,
         start_timeout_s: float = 30.0,
     ) -> None:
@@ -201,6 +170,7 @@ class BrowserPool:
         if call_timeout_s <= 0:
             raise ValueError(f"call_timeout_s={call_timeout_s} must be positive")
         self.runtime_dir = runtime_dir if runtime_dir is not None else procs.default_runtime_dir("miniwob")
+        # None: found on first use by rla_core.envs.browser.find_browser (Debian's paths, then PATH)
         self.chrome_binary = chrome_binary
         self.chromedriver = chromedriver
         self.call_timeout_s = call_timeout_s
@@ -236,18 +206,11 @@ class BrowserPool:
         from selenium.common.exceptions import WebDriverException
         from selenium.webdriver.chrome.service import Service
 
-        for path, what in ((self.chrome_binary, "Chromium"), (self.chromedriver, "chromedriver")):
-            if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-                raise BrowserStartError(
-                    f"{what} binary '{path}' does not exist or is not executable; install Debian's "
-                    "'chromium' and 'chromium-driver' (scripts/setup.sh) or pass its path"
-                )
+        found = find_browser(self.chrome_binary, self.chromedriver)  # BrowserStartError naming the package
+        self.chrome_binary, self.chromedriver = found.chrome, found.chromedriver
         profile = self.runtime_dir / "profiles" / uuid.uuid4().hex
         profile.mkdir(parents=True)
-        options = webdriver.ChromeOptions()
-        for flag in (*CHROME_FLAGS, f"--user-data-dir={profile}"):
-            options.add_argument(flag)
-        options.binary_location = self.chrome_binary
+        options = chrome_options(self.chrome_binary, str(profile), *POOL_FLAGS)
         # a fresh session = a fresh process group we can kill as one (driver, browser, renderers)
         service = Service(self.chromedriver, popen_kw={"start_new_session": True})
         try:
