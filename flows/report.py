@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,21 +26,18 @@ from typing import Any
 import polars as pl
 
 from flows.study import (
-    ARM_DESCRIPTIONS,
     CLEAN,
-    CLEAN_EXPLAINED,
     EVAL_HIGH,
     EVAL_LOW,
     EVAL_RATE,
-    MIN_SEEDS_TO_LEARN,
     StudySummary,
-    minutes_text,
     refresh_study,
     require_study,
     run_metrics,
+    summary_tables,
 )
 from rla_core.algo.stats import mean_interval
-from rla_core.errors import RunNotFoundError
+from rla_core.errors import UsageError
 from rla_core.store import ArtifactStore, publish_file
 
 REPORT_FILE = "report.html"
@@ -322,50 +320,26 @@ def study_figures(frame: pl.DataFrame, arms: Sequence[str]) -> dict[str, Any]:
     return figures
 
 
+def html_table(table_id: str, frame: pl.DataFrame) -> str:
+    """A frame as an HTML table with id ``table_id``: a header row, then one row per frame row (escaped)."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in frame.rows()
+    )
+    return f"<table id='{html.escape(table_id)}'><tr>{head}</tr>{rows}</table>"
+
+
+def _caption_html(text: str) -> str:
+    """A summary caption as HTML: escaped, with its `code` spans as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
 def summary_html(summary: StudySummary) -> str:
-    """The Table-1-style summary and the per-run Wilson intervals as HTML tables."""
-    head = (
-        "<tr><th>arm</th><th>what</th><th>seeds</th><th>held-out success, iteration 0</th><th>end</th>"
-        "<th>Δ (paired)</th><th>learns</th><th>RM step acc start → end</th><th>RM outcome agr. start → end</th>"
-        "<th>accepted rewrites</th><th>wall min/run</th><th>loop compute min/run</th></tr>"
-    )
-    rows = []
-    for a in summary.arms:
-        rows.append(
-            f"<tr><td>{a.arm}</td><td>{html.escape(ARM_DESCRIPTIONS.get(a.arm, ''))}</td><td>{a.seeds}</td>"
-            f"<td>{a.success.before.text()}</td><td>{a.success.end.text()}</td><td>{a.success.delta.text()}</td>"
-            f"<td>{'yes' if a.learns else 'no'}</td><td>{a.step_acc_start.text(2)} → {a.step_acc_end.text(2)}</td>"
-            f"<td>{a.agreement_start.text(2)} → {a.agreement_end.text(2)}</td><td>{a.accepted.text(1)}</td>"
-            f"<td>{minutes_text(a.wall_s)}</td><td>{minutes_text(a.compute_s)}</td></tr>"
-        )
-    clean_rows = "".join(
-        f"<tr><td>{a.arm}</td><td>{a.seeds}</td><td>{a.clean.before.text()}</td><td>{a.clean.end.text()}</td>"
-        f"<td>{a.clean.delta.text()}</td><td>{'yes' if a.clean.learns else 'no'}</td></tr>"
-        for a in summary.arms
-    )
-    per_run = "".join(
-        f"<tr><td>{s.run_id}</td><td>{_prop(s.before)}</td><td>{_prop(s.end)}</td><td>{s.last_iteration}</td>"
-        f"<td>{_prop(s.clean_before)}</td><td>{_prop(s.clean_end)}</td></tr>"
-        for s in summary.seeds
-    )
-    return (
-        "<h2>Summary</h2><p>Held-out success: mean over seeds [95% t-interval]; Δ = end − iteration 0 per seed. "
-        f"An arm <i>learns</i> when the lower end of Δ's interval over at least {MIN_SEEDS_TO_LEARN} seeds is above 0.</p>"
-        f"<table id='summary'>{head}{''.join(rows)}</table>"
-        f"<h3>Held-out clean success</h3><p>{html.escape(CLEAN_EXPLAINED[0].upper() + CLEAN_EXPLAINED[1:])}</p>"
-        "<table id='summary-clean'><tr><th>arm</th><th>seeds</th><th>iteration 0</th><th>end</th>"
-        f"<th>Δ (paired)</th><th>learns</th></tr>{clean_rows}</table>"
-        "<h3>Per run (Wilson 95% interval per evaluation point)</h3>"
-        "<table id='per-run'><tr><th>run</th><th>iteration 0</th><th>end</th><th>end iteration</th>"
-        f"<th>clean, iteration 0</th><th>clean, end</th></tr>{per_run}</table>"
-    )
-
-
-def _prop(p: tuple[int, int, float, float] | None) -> str:
-    if p is None:
-        return "not evaluated yet"
-    k, n, low, high = p
-    return f"{k}/{n} = {k / n:.3f} [{low:.3f}, {high:.3f}]"
+    """The study summary as HTML: the tables of :func:`flows.study.summary_tables`, cell for cell."""
+    parts = ["<h2>Summary</h2>"]
+    for table in summary_tables(summary):
+        parts.append(f"<p>{_caption_html(table.caption)}</p>{html_table(table.id, table.frame)}")
+    return "".join(parts)
 
 
 def study_report(store: ArtifactStore, study_id: str) -> Report:
@@ -424,8 +398,10 @@ def log_report(uri: str, experiment: str, owner: str, report: Report, *, kind: s
 def build_report(store: ArtifactStore, *, run_id: str | None, study_id: str | None) -> tuple[str, Report]:
     """(owner id, report) for exactly one of a run id or a study id."""
     if (run_id is None) == (study_id is None):
-        raise RunNotFoundError(
-            "give a run id (`rla report RUN_ID`) or a study (`rla report --study ID`), not both"
+        given = "both a run id and --study" if run_id is not None else "neither a run id nor --study"
+        raise UsageError(
+            f"`rla report` was given {given}; it reports on exactly one: a run (`rla report RUN_ID`) or "
+            "a study (`rla report --study ID`)"
         )
     if study_id is not None:
         return study_id, study_report(store, study_id)

@@ -8,16 +8,20 @@ seed, so a half-finished study already holds every arm); on a cluster each could
 
 Re-running ``rla study ID`` continues where it stopped: finished runs are skipped (their last evaluation
 is committed), unfinished ones resume. The study keeps ``<root>/<study>/study.json`` (base config, arms,
-seeds), ``study.parquet`` (artifact ``study``: one row per study, arm, seed, run, iteration and metric)
-and ``summary.md`` (the Table-1-style summary).
+seeds), ``study.parquet`` (artifact ``study``: one row per study, arm, seed, run, iteration and metric),
+``walltime/*.parquet`` (artifact ``study_walltime``: one file per sitting of a run, appended, never
+rewritten) and ``summary.md`` (the Table-1-style summary). The summary's tables are built once
+(:func:`summary_tables`) and rendered both to ``summary.md`` and to the HTML report.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import math
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,10 +29,17 @@ from typing import Any
 import polars as pl
 
 from rla_core.algo.metrics import clean_wins
-from rla_core.algo.stats import mean_interval, wilson_interval
+from rla_core.algo.stats import (
+    MIN_SEEDS_TO_LEARN,
+    Change,
+    Interval,
+    Proportion,
+    proportion_text,
+    wilson_interval,
+)
 from rla_core.config import RunConfig, build_config, parse_override, upgrade_stored_config
-from rla_core.errors import ConfigError, RunNotFoundError
-from rla_core.schemas import validate
+from rla_core.errors import ArtifactError, ConfigError, RunNotFoundError
+from rla_core.schemas import empty_frame, validate
 from rla_core.store import ArtifactStore
 from rla_core.store.uri import check_name
 
@@ -56,7 +67,9 @@ DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3)
 STUDY_FILE = "study.json"
 STUDY_FRAME = "study.parquet"
 SUMMARY_FILE = "summary.md"
-WALLTIME_FILE = "walltime.json"  # run id → wall seconds of the sittings that ran it
+WALLTIME_DIR = "walltime"  # one Parquet file (artifact study_walltime) per finished sitting of a run
+# Studies started before the rows existed keep a JSON object run id → wall seconds: read, never written.
+LEGACY_WALLTIME_FILE = "walltime.json"
 
 
 @dataclass(frozen=True)
@@ -84,7 +97,6 @@ CLEAN = HeldOut(
     "eval/clean_success_high",
 )
 HELD_OUT = (SUCCESS, CLEAN)
-MIN_SEEDS_TO_LEARN = 3  # the issue's "≥ 3 seeds"; fewer never counts as learning
 EVAL_SUCCESSES, EVAL_RATE, EVAL_LOW, EVAL_HIGH = SUCCESS.successes, SUCCESS.rate, SUCCESS.low, SUCCESS.high
 POOL_STATUSES = ("active", "pending", "accepted", "rejected")
 # Stages that write the task registry, in their order within an iteration (the latest one is current).
@@ -311,16 +323,12 @@ def study_frame(store: ArtifactStore, spec: StudySpec) -> pl.DataFrame:
         )
     frame = pl.concat(parts) if parts else pl.DataFrame()
     if frame.height == 0:
-        from rla_core.schemas import empty_frame
-
         return empty_frame("study")
     return validate("study", frame, where=f"study {spec.study_id}")
 
 
 def write_study_frame(store: ArtifactStore, spec: StudySpec, frame: pl.DataFrame) -> str:
     """Write ``<root>/<study>/study.parquet`` atomically; returns its location."""
-    import io
-
     buf = io.BytesIO()
     validate("study", frame, where=f"study {spec.study_id}").write_parquet(buf)
     return store.write_run_file(spec.study_id, STUDY_FRAME, buf.getvalue())
@@ -328,34 +336,8 @@ def write_study_frame(store: ArtifactStore, spec: StudySpec, frame: pl.DataFrame
 
 def read_study_frame(store: ArtifactStore, study_id: str) -> pl.DataFrame | None:
     """The stored study frame, or None when none was written yet."""
-    import io
-
     data = store.read_run_file(check_name(study_id, what="study id"), STUDY_FRAME)
     return None if data is None else validate("study", pl.read_parquet(io.BytesIO(data)), where=study_id)
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A mean with its 95 % interval (NaN ends when unknown) and the values it came from."""
-
-    mean: float
-    low: float
-    high: float
-    values: tuple[float, ...]
-
-    @staticmethod
-    def of(values: Sequence[float]) -> Interval:
-        if not values:
-            return Interval(math.nan, math.nan, math.nan, ())
-        mean, low, high = mean_interval(values)
-        return Interval(mean, low, high, tuple(values))
-
-    def text(self, digits: int = 3) -> str:
-        if math.isnan(self.mean):
-            return "–"
-        if math.isnan(self.low):
-            return f"{self.mean:.{digits}f}"
-        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
 
 @dataclass(frozen=True)
@@ -366,42 +348,15 @@ class SeedResult:
     seed: int
     run_id: str
     last_iteration: int
-    before: tuple[int, int, float, float] | None  # successes, episodes, wilson low, high
-    end: tuple[int, int, float, float] | None
-    clean_before: tuple[int, int, float, float] | None  # the same for wins without an invalid answer
-    clean_end: tuple[int, int, float, float] | None
+    before: Proportion | None  # successes of episodes at iteration 0, Wilson interval
+    end: Proportion | None  # the same at the last evaluated iteration
+    clean_before: Proportion | None  # the same for wins without an invalid answer
+    clean_end: Proportion | None
     step_acc: tuple[float, float] | None  # first and last judged iteration
     outcome_agreement: tuple[float, float] | None
     accepted: float
     compute_s: float  # stage compute time without the (shared, cached) warm start
     wall_s: float | None = None  # wall time of the `rla study` sittings that ran it
-
-
-@dataclass(frozen=True)
-class Change:
-    """A held-out measure of one arm: iteration 0, end, and the paired per-seed change, over seeds."""
-
-    before: Interval
-    end: Interval
-    delta: Interval  # per-seed (end − before), paired
-
-    @staticmethod
-    def of(points: Sequence[tuple[tuple[int, int, float, float], tuple[int, int, float, float]]]) -> Change:
-        rate = [(b[0] / b[1], e[0] / e[1]) for b, e in points]
-        return Change(
-            before=Interval.of([b for b, _ in rate]),
-            end=Interval.of([e for _, e in rate]),
-            delta=Interval.of([e - b for b, e in rate]),
-        )
-
-    @property
-    def learns(self) -> bool:
-        """The end exceeds iteration 0 by more than the 95 % interval over at least 3 seeds (paired).
-
-        Two seeds can agree by chance to the last episode (a zero-width interval), hence the minimum.
-        """
-        enough = len(self.delta.values) >= MIN_SEEDS_TO_LEARN
-        return enough and not math.isnan(self.delta.low) and self.delta.low > 0
 
 
 @dataclass(frozen=True)
@@ -431,48 +386,11 @@ class StudySummary:
     seeds: list[SeedResult] = field(default_factory=list)
 
     def markdown(self) -> str:
-        """The Table-1-style summary (and per-run Wilson intervals) as Markdown."""
-        lines = [
-            f"Study `{self.study_id}`: held-out success (mean over seeds [95% t-interval]); Δ = end − iteration 0 "
-            f"per seed; an arm learns when Δ's interval over ≥ {MIN_SEEDS_TO_LEARN} seeds lies above 0; RM = reward-model step accuracy / outcome agreement vs the engine, first → last judged "
-            "iteration.",
-            "",
-            "| arm | seeds | iteration 0 | end | Δ | learns | RM step acc | RM outcome agr. | accepted rewrites "
-            "| wall min/run | loop compute min/run |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for a in self.arms:
-            lines.append(
-                f"| {a.arm} | {a.seeds} | {a.success.before.text()} | {a.success.end.text()} | "
-                f"{a.success.delta.text()} | "
-                f"{'yes' if a.learns else 'no'} | {a.step_acc_start.text(2)} → {a.step_acc_end.text(2)} | "
-                f"{a.agreement_start.text(2)} → {a.agreement_end.text(2)} | {a.accepted.text(1)} | "
-                f"{minutes_text(a.wall_s)} | {minutes_text(a.compute_s)} |"
-            )
-        lines += [
-            "",
-            f"Held-out clean success: {CLEAN_EXPLAINED}",
-            "",
-            "| arm | seeds | iteration 0 | end | Δ | learns |",
-            "|---|---|---|---|---|---|",
-        ]
-        for a in self.arms:
-            c = a.clean
-            lines.append(
-                f"| {a.arm} | {a.seeds} | {c.before.text()} | {c.end.text()} | {c.delta.text()} | "
-                f"{'yes' if c.learns else 'no'} |"
-            )
-        lines += ["", "Per run (successes/episodes, Wilson 95% interval):", ""]
-        lines += [
-            "| run | iteration 0 | end (iteration) | clean, iteration 0 | clean, end |",
-            "|---|---|---|---|---|",
-        ]
-        for s in self.seeds:
-            lines.append(
-                f"| {s.run_id} | {_prop_text(s.before)} | {_prop_text(s.end)} ({s.last_iteration}) | "
-                f"{_prop_text(s.clean_before)} | {_prop_text(s.clean_end)} |"
-            )
-        return "\n".join(lines) + "\n"
+        """The Table-1-style summary (and per-run Wilson intervals) as Markdown: :func:`summary_tables`."""
+        parts: list[str] = []
+        for table in summary_tables(self):
+            parts += [table.caption, "", *markdown_table(table.frame), ""]
+        return "\n".join(parts)
 
 
 CLEAN_EXPLAINED = (
@@ -487,11 +405,82 @@ def minutes_text(seconds: Interval) -> str:
     return "–" if math.isnan(seconds.mean) else f"{seconds.mean / 60:.1f}"
 
 
-def _prop_text(p: tuple[int, int, float, float] | None) -> str:
-    if p is None:
-        return "not evaluated yet"
-    k, n, low, high = p
-    return f"{k}/{n} = {k / n:.3f} [{low:.3f}, {high:.3f}]"
+@dataclass(frozen=True)
+class SummaryTable:
+    """One table of the study summary: its id (the HTML table's id), the sentence above it, its cells."""
+
+    id: str
+    caption: str
+    frame: pl.DataFrame  # every column a String: the cells exactly as summary.md and the report show them
+
+
+def _cells(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> pl.DataFrame:
+    return pl.DataFrame([list(r) for r in rows], schema={c: pl.String for c in columns}, orient="row")
+
+
+def summary_tables(summary: StudySummary) -> list[SummaryTable]:
+    """The summary's tables, built here once: ``summary.md`` and the HTML report render these cells.
+
+    ``summary``: per arm, held-out success at iteration 0 and the end (mean over seeds, t-interval), the
+    paired change Δ, whether the arm learns (:func:`rla_core.algo.stats.learns`), reward-model accuracy,
+    accepted rewrites and time. ``summary-clean``: the same for clean success. ``per-run``: each run's
+    evaluation points as proportions with their Wilson intervals. ``arms``: what each arm switches.
+    """
+
+    def yes(flag: bool) -> str:
+        return "yes" if flag else "no"
+
+    main = _cells(
+        ["arm", "seeds", "iteration 0", "end", "Δ", "learns", "RM step acc", "RM outcome agr.",
+         "accepted rewrites", "wall min/run", "loop compute min/run"],
+        [
+            [a.arm, str(a.seeds), a.success.before.text(), a.success.end.text(), a.success.delta.text(),
+             yes(a.learns), f"{a.step_acc_start.text(2)} → {a.step_acc_end.text(2)}",
+             f"{a.agreement_start.text(2)} → {a.agreement_end.text(2)}", a.accepted.text(1),
+             minutes_text(a.wall_s), minutes_text(a.compute_s)]
+            for a in summary.arms
+        ],
+    )  # fmt: skip
+    clean = _cells(
+        ["arm", "seeds", "iteration 0", "end", "Δ", "learns"],
+        [
+            [a.arm, str(a.seeds), a.clean.before.text(), a.clean.end.text(), a.clean.delta.text(),
+             yes(a.clean.learns)]
+            for a in summary.arms
+        ],
+    )  # fmt: skip
+    per_run = _cells(
+        ["run", "iteration 0", "end", "end iteration", "clean, iteration 0", "clean, end"],
+        [
+            [s.run_id, proportion_text(s.before), proportion_text(s.end),
+             str(s.last_iteration) if s.end is not None else "–", proportion_text(s.clean_before),
+             proportion_text(s.clean_end)]
+            for s in summary.seeds
+        ],
+    )  # fmt: skip
+    arms = _cells(["arm", "what it runs"], [[a.arm, ARM_DESCRIPTIONS.get(a.arm, "")] for a in summary.arms])
+    return [
+        SummaryTable(
+            "summary",
+            f"Study `{summary.study_id}`: held-out success (mean over seeds [95% t-interval]); Δ = end − "
+            f"iteration 0 per seed; an arm learns when Δ's interval over ≥ {MIN_SEEDS_TO_LEARN} seeds lies "
+            "above 0; RM = reward-model step accuracy / outcome agreement vs the engine, first → last judged "
+            "iteration.",
+            main,
+        ),
+        SummaryTable("summary-clean", f"Held-out clean success: {CLEAN_EXPLAINED}", clean),
+        SummaryTable("per-run", "Per run (successes/episodes, Wilson 95% interval):", per_run),
+        SummaryTable("arms", "Arms:", arms),
+    ]
+
+
+def markdown_table(frame: pl.DataFrame) -> list[str]:
+    """A frame as the lines of a Markdown table (header, rule, one line per row; ``|`` escaped)."""
+
+    def row(cells: Sequence[object]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return [row(frame.columns), "|" + "---|" * frame.width, *(row(r) for r in frame.rows())]
 
 
 def _first_last(series: dict[int, float]) -> tuple[float, float] | None:
@@ -506,10 +495,8 @@ def _series(sub: pl.DataFrame, metric: str) -> dict[int, float]:
     return dict(zip(rows["iteration"].to_list(), rows["value"].to_list(), strict=True))
 
 
-def _eval_point(
-    sub: pl.DataFrame, it: int | None, measure: HeldOut = SUCCESS
-) -> tuple[int, int, float, float] | None:
-    """(successes, episodes, Wilson low, high) of the evaluation at iteration ``it``, if there is one."""
+def _eval_point(sub: pl.DataFrame, it: int | None, measure: HeldOut = SUCCESS) -> Proportion | None:
+    """Successes of episodes with the stored Wilson interval at iteration ``it``, if it was evaluated."""
     if it is None:
         return None
     names = (measure.successes, EVAL_EPISODES, measure.low, measure.high)
@@ -517,7 +504,7 @@ def _eval_point(
     if any(v is None for v in values):
         return None
     wins, eps, low, high = (float(v or 0.0) for v in values)
-    return int(wins), int(eps), low, high
+    return Proportion(int(wins), int(eps), low, high)
 
 
 def seed_results(frame: pl.DataFrame) -> list[SeedResult]:
@@ -555,15 +542,19 @@ def summarize(
 ) -> StudySummary:
     """The Table-1-style summary of a study frame: per arm, intervals over seeds.
 
-    ``wall_s`` (run id → seconds of wall time, from ``walltime.json``) adds the wall time per run.
+    ``wall_s`` (run id → seconds of wall time, :func:`read_walltimes`) adds the wall time per run.
     """
     seeds = [dataclasses.replace(s, wall_s=(wall_s or {}).get(s.run_id)) for s in seed_results(frame)]
     out = []
     for arm in arms:
         mine = [s for s in seeds if s.arm == arm]
         full = [s for s in mine if s.before is not None and s.end is not None]
-        success = [(s.before, s.end) for s in full if s.before and s.end]
-        clean = [(s.clean_before, s.clean_end) for s in full if s.clean_before and s.clean_end]
+        success = [(s.before, s.end) for s in full if s.before is not None and s.end is not None]
+        clean = [
+            (s.clean_before, s.clean_end)
+            for s in full
+            if s.clean_before is not None and s.clean_end is not None
+        ]
         out.append(
             ArmSummary(
                 arm=arm,
@@ -583,7 +574,7 @@ def summarize(
 
 
 def refresh_study(store: ArtifactStore, spec: StudySpec) -> tuple[pl.DataFrame, StudySummary]:
-    """Rebuild study.parquet and summary.md from the runs' artifacts; returns both."""
+    """Rebuild study.parquet and summary.md from the runs' artifacts and wall-time rows; returns both."""
     frame = study_frame(store, spec)
     write_study_frame(store, spec, frame)
     summary = summarize(spec.study_id, frame, spec.arms, wall_s=read_walltimes(store, spec.study_id))
@@ -591,10 +582,74 @@ def refresh_study(store: ArtifactStore, spec: StudySpec) -> tuple[pl.DataFrame, 
     return frame, summary
 
 
+def record_walltime(store: ArtifactStore, study_id: str, run_id: str, wall_s: float) -> str:
+    """Append one row of artifact ``study_walltime``: this sitting of ``run_id`` took ``wall_s`` seconds.
+
+    Each sitting is its own small Parquet file ``walltime/<UTC time>-<nonce>.parquet``, written
+    atomically; no earlier row is ever read back and rewritten. Returns its location.
+    """
+    now = time.gmtime()
+    sitting = f"{time.strftime('%Y%m%dT%H%M%SZ', now)}-{uuid.uuid4().hex[:8]}"
+    row = pl.DataFrame(
+        {
+            "study": [study_id],
+            "run_id": [run_id],
+            "sitting": [sitting],
+            "ended_at": [time.strftime("%Y-%m-%dT%H:%M:%SZ", now)],
+            "wall_s": [float(wall_s)],
+        }
+    )
+    buf = io.BytesIO()
+    validate("study_walltime", row, where=f"study {study_id}").write_parquet(buf)
+    return store.write_run_file(study_id, f"{WALLTIME_DIR}/{sitting}.parquet", buf.getvalue())
+
+
+def _legacy_walltimes(store: ArtifactStore, study_id: str) -> pl.DataFrame | None:
+    """The rows of a study's ``walltime.json`` (studies from before the Parquet rows), read only."""
+    data = store.read_run_file(study_id, LEGACY_WALLTIME_FILE)
+    if data is None:
+        return None
+    where = f"{store.run_location(study_id)}/{LEGACY_WALLTIME_FILE}"
+    try:
+        walls = {str(k): float(v) for k, v in json.loads(data).items()}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ArtifactError(
+            f"'{where}' is not a JSON object of run id → seconds ({exc}); move it aside to drop the old "
+            "wall times (new ones are rows under walltime/)"
+        ) from None
+    return pl.DataFrame(
+        {
+            "study": [study_id] * len(walls),
+            "run_id": list(walls),
+            "sitting": [LEGACY_WALLTIME_FILE] * len(walls),
+            "ended_at": pl.Series([None] * len(walls), dtype=pl.String),
+            "wall_s": list(walls.values()),
+        },
+        schema=empty_frame("study_walltime").schema,
+    )
+
+
+def walltime_frame(store: ArtifactStore, study_id: str) -> pl.DataFrame:
+    """Artifact ``study_walltime``: every recorded sitting of the study's runs, oldest first.
+
+    A study started before the rows existed also has its ``walltime.json`` read (one row per run,
+    sitting ``walltime.json``, no ``ended_at``); that file is never written again.
+    """
+    parts = [legacy] if (legacy := _legacy_walltimes(store, study_id)) is not None else []
+    for name in store.list_run_files(study_id, WALLTIME_DIR):
+        if not name.endswith(".parquet"):  # e.g. the temporary file of an interrupted write
+            continue
+        data = store.read_run_file(study_id, f"{WALLTIME_DIR}/{name}")
+        if data is not None:
+            where = f"{store.run_location(study_id)}/{WALLTIME_DIR}/{name}"
+            parts.append(validate("study_walltime", pl.read_parquet(io.BytesIO(data)), where=where))
+    return pl.concat(parts) if parts else empty_frame("study_walltime")
+
+
 def read_walltimes(store: ArtifactStore, study_id: str) -> dict[str, float]:
     """Run id → wall seconds spent running it in `rla study` sittings (empty before the first run ends)."""
-    data = store.read_run_file(study_id, WALLTIME_FILE)
-    return {str(k): float(v) for k, v in json.loads(data).items()} if data else {}
+    totals = walltime_frame(store, study_id).group_by("run_id").agg(pl.col("wall_s").sum())
+    return {str(run): float(seconds) for run, seconds in totals.iter_rows()}
 
 
 # ---- running a study -------------------------------------------------------------------------------
@@ -672,9 +727,7 @@ def run_study(
             started = time.perf_counter()
             run(cfg, run_id, reconfigure=False, existing=existing, say=say)
             took = time.perf_counter() - started
-            walls = read_walltimes(store, spec.study_id)
-            walls[run_id] = walls.get(run_id, 0.0) + took
-            store.write_run_file(spec.study_id, WALLTIME_FILE, json.dumps(walls, indent=1).encode())
+            record_walltime(store, spec.study_id, run_id, took)
             say(f"study {spec.study_id}: {run_id} took {took:.0f} s")
             refresh_study(store, spec)
         _frame, summary = refresh_study(store, spec)

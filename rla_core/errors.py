@@ -50,6 +50,10 @@ class RunNotFoundError(RlaError):
     """No run with that id exists under the artifact root."""
 
 
+class UsageError(RlaError):
+    """A command was called with arguments that do not go together (or without one it needs)."""
+
+
 class BrowserError(RlaError):
     """A headless browser (GUI setting) could not be started, or a call to it failed or timed out."""
 

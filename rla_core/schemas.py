@@ -230,6 +230,17 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "value": F64,
             },
         ),
+        _schema(
+            "study_walltime",
+            "Wall time of `rla study` sittings: one row per run and sitting, each its own file, never rewritten.",
+            {
+                "study": Str,
+                "run_id": Str,
+                "sitting": Str,
+                "ended_at": Str,
+                "wall_s": F64,
+            },
+        ),
     ]
 }
 

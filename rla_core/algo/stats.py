@@ -1,7 +1,11 @@
 """Interval statistics for study summaries: Wilson intervals per evaluation point, t-intervals over seeds.
 
 Pure functions, no third-party dependencies (the Student-t quantile is computed from the regularised
-incomplete beta function). Used by ``rla study`` to build its Table-1-style summary.
+incomplete beta function). Used by ``rla study`` to build its Table-1-style summary: a
+:class:`Proportion` per evaluation point (successes of episodes, Wilson interval), an :class:`Interval`
+of a mean over seeds, a :class:`Change` of an arm from iteration 0 to its end (paired per seed), and
+the rule :func:`learns` that decides whether an arm learns. :func:`proportion_text` is the one way a
+proportion is written in the summary and the report.
 
 Example:
     >>> lo, hi = wilson_interval(5, 10)
@@ -12,6 +16,10 @@ Example:
     >>> m, lo, hi = mean_interval([0.2, 0.3, 0.4])
     >>> round(m, 4), round(lo, 4), round(hi, 4)
     (0.3, 0.0516, 0.5484)
+    >>> proportion_text(proportion(5, 10))
+    '5/10 = 0.500 [0.237, 0.763]'
+    >>> learns([0.02, 0.03, 0.04]), learns([0.025, 0.025])
+    (True, False)
 """
 
 from __future__ import annotations
@@ -135,7 +143,7 @@ def mean_interval(values: Sequence[float], *, level: float = 0.95) -> tuple[floa
 
 @dataclass(frozen=True)
 class Proportion:
-    """A success proportion with its Wilson interval."""
+    """A success proportion ``successes / n`` with its (Wilson) interval ``[low, high]``."""
 
     successes: int
     n: int
@@ -151,3 +159,83 @@ def proportion(successes: int, n: int) -> Proportion:
     """A :class:`Proportion` with its 95 % Wilson interval."""
     low, high = wilson_interval(successes, n)
     return Proportion(successes, n, low, high)
+
+
+NOT_EVALUATED = "not evaluated yet"
+
+
+def proportion_text(p: Proportion | None) -> str:
+    """``k/n = rate [low, high]`` (three decimals), or "not evaluated yet" for a missing point.
+
+    The only formatter of a proportion: the study summary (markdown) and the report (HTML) both use it.
+    """
+    if p is None:
+        return NOT_EVALUATED
+    return f"{p.successes}/{p.n} = {p.rate:.3f} [{p.low:.3f}, {p.high:.3f}]"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with its 95 % t-interval (NaN ends when unknown) and the values it came from."""
+
+    mean: float
+    low: float
+    high: float
+    values: tuple[float, ...]
+
+    @staticmethod
+    def of(values: Sequence[float]) -> Interval:
+        """The interval of ``values`` (all NaN and no values when there are none)."""
+        if not values:
+            return Interval(math.nan, math.nan, math.nan, ())
+        mean, low, high = mean_interval(values)
+        return Interval(mean, low, high, tuple(float(v) for v in values))
+
+    def text(self, digits: int = 3) -> str:
+        """``mean [low, high]``; the mean alone when the interval is unknown; "–" without values."""
+        if math.isnan(self.mean):
+            return "–"
+        if math.isnan(self.low):
+            return f"{self.mean:.{digits}f}"
+        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+# An arm learns only with at least this many seeds: two seeds can agree by chance to the last episode
+# (a zero-width interval above 0), so two never count.
+MIN_SEEDS_TO_LEARN = 3
+
+
+def learns(deltas: Sequence[float], *, min_seeds: int = MIN_SEEDS_TO_LEARN, level: float = 0.95) -> bool:
+    """Whether paired per-seed changes (end − iteration 0, one per seed) show that an arm learns.
+
+    True when there are at least ``min_seeds`` changes and the lower end of their t-interval (``level``,
+    default 95 %) lies above 0: the end exceeds iteration 0 by more than the interval over seeds.
+    """
+    if len(deltas) < max(min_seeds, 2):  # one value has no interval at all
+        return False
+    _mean, low, _high = mean_interval(deltas, level=level)
+    return low > 0
+
+
+@dataclass(frozen=True)
+class Change:
+    """A held-out measure of one arm over seeds: iteration 0, the end, and the paired per-seed change."""
+
+    before: Interval
+    end: Interval
+    delta: Interval  # per seed (end − before), paired
+
+    @staticmethod
+    def of(points: Sequence[tuple[Proportion, Proportion]]) -> Change:
+        """From one (iteration 0, end) pair of proportions per seed."""
+        rates = [(b.rate, e.rate) for b, e in points]
+        return Change(
+            before=Interval.of([b for b, _ in rates]),
+            end=Interval.of([e for _, e in rates]),
+            delta=Interval.of([e - b for b, e in rates]),
+        )
+
+    @property
+    def learns(self) -> bool:
+        """:func:`learns` on the paired per-seed changes."""
+        return learns(self.delta.values)

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import ast
 import doctest
 import math
+import re
+from pathlib import Path
 
 import pytest
 
 from rla_core.algo import stats
-from rla_core.algo.stats import mean_interval, proportion, t_cdf, t_quantile, wilson_interval
+from rla_core.algo.stats import (
+    MIN_SEEDS_TO_LEARN,
+    Change,
+    Interval,
+    learns,
+    mean_interval,
+    proportion,
+    proportion_text,
+    t_cdf,
+    t_quantile,
+    wilson_interval,
+)
 from rla_core.errors import ConfigError
 
 
@@ -82,16 +96,81 @@ def test_docstring_examples() -> None:
 
 
 def test_an_arm_learns_only_when_the_paired_interval_over_three_or_more_seeds_is_above_zero() -> None:
-    from flows.study import Change
+    # Three seeds whose held-out success rose by 0.02, 0.03 and 0.04 (paired, end − iteration 0):
+    # mean = (0.02 + 0.03 + 0.04) / 3 = 0.09 / 3 = 0.03
+    # deviations −0.01, 0, +0.01; squares 0.0001, 0, 0.0001; sum 0.0002
+    # s² = 0.0002 / (3 − 1) = 0.0001, so s = 0.01
+    # se = s / √3 = 0.01 / 1.7320508 = 0.0057735
+    # t(0.975, df 2) = 4.302653 (standard table), half = 4.302653 · 0.0057735 = 0.0248414
+    # low = 0.03 − 0.0248414 = 0.0051586 > 0: it learns
+    assert learns([0.02, 0.03, 0.04])
+    _mean, low, _high = mean_interval([0.02, 0.03, 0.04])
+    assert low == pytest.approx(0.0051586, abs=1e-6)
+    # Every seed rose, but unevenly: 0.01, 0.02, 0.06
+    # mean = 0.09 / 3 = 0.03; deviations −0.02, −0.01, +0.03; squares 0.0004, 0.0001, 0.0009; sum 0.0014
+    # s² = 0.0014 / 2 = 0.0007, s = 0.0264575; se = 0.0264575 / 1.7320508 = 0.0152753
+    # half = 4.302653 · 0.0152753 = 0.0657244; low = 0.03 − 0.0657244 = −0.0357244 < 0: it does not learn
+    assert not learns([0.01, 0.02, 0.06])
+    assert mean_interval([0.01, 0.02, 0.06])[1] == pytest.approx(-0.0357244, abs=1e-6)
+    # Two seeds that both gain exactly 0.025: s = 0, so the interval is [0.025, 0.025], above 0, but two
+    # seeds can agree by chance: fewer than MIN_SEEDS_TO_LEARN = 3 never count
+    assert MIN_SEEDS_TO_LEARN == 3
+    assert mean_interval([0.025, 0.025])[1] == pytest.approx(0.025)
+    assert not learns([0.025, 0.025])
+    assert learns([0.025, 0.025], min_seeds=2)  # the minimum is the only thing that refused it
+    # One seed has no interval at all (NaN ends), whatever the minimum
+    assert not learns([0.5], min_seeds=1)
+    # One seed losing: 0.02, 0.03, −0.05; mean = 0 / 3 = 0, so low = 0 − half < 0
+    assert not learns([0.02, 0.03, -0.05])
 
-    def change(pairs: list[tuple[int, int]]) -> Change:  # (successes at iteration 0, at the end) of 200
-        return Change.of([((b, 200, 0.0, 0.0), (e, 200, 0.0, 0.0)) for b, e in pairs])
 
-    # two seeds that both gain exactly 5/200: a zero-width interval, but too few seeds to count
-    two = change([(37, 42), (30, 35)])
-    assert two.delta.values == pytest.approx((0.025, 0.025)) and two.delta.low > 0 and not two.learns
-    # three seeds gaining 0.02, 0.03, 0.04: mean 0.03, sd 0.01, t(2) = 4.303 -> 0.03 ± 0.0248 > 0
-    three = change([(40, 44), (40, 46), (40, 48)])
-    assert abs(three.delta.low - (0.03 - 4.302653 * 0.01 / 3**0.5)) < 1e-6 and three.learns
-    # one seed losing: the interval reaches below 0
-    assert not change([(40, 44), (40, 46), (40, 30)]).learns
+def test_change_pairs_iteration_0_and_end_per_seed() -> None:
+    # Per seed (successes of 200 at iteration 0, at the end): (40, 44), (40, 46), (40, 48)
+    # rates: 40/200 = 0.20 → 44/200 = 0.22, 0.20 → 46/200 = 0.23, 0.20 → 48/200 = 0.24
+    # paired changes: 0.02, 0.03, 0.04, the case computed by hand above (low = 0.0051586)
+    change = Change.of([(proportion(b, 200), proportion(e, 200)) for b, e in [(40, 44), (40, 46), (40, 48)]])
+    assert change.before.values == pytest.approx((0.2, 0.2, 0.2))
+    assert change.end.mean == pytest.approx((0.22 + 0.23 + 0.24) / 3)
+    assert change.delta.values == pytest.approx((0.02, 0.03, 0.04))
+    assert change.delta.low == pytest.approx(0.0051586, abs=1e-6) and change.learns
+    # Pairing matters: the same end rates against iteration-0 rates that rose with them do not learn.
+    # changes (44−40, 46−45, 48−47) / 200 = 0.02, 0.005, 0.005
+    # mean = 0.03 / 3 = 0.01; deviations +0.01, −0.005, −0.005; squares 0.0001, 0.000025, 0.000025
+    # s² = 0.00015 / 2 = 0.000075, s = 0.0086603; se = 0.0086603 / 1.7320508 = 0.005
+    # half = 4.302653 · 0.005 = 0.0215133; low = 0.01 − 0.0215133 = −0.0115133 < 0
+    rose = Change.of([(proportion(b, 200), proportion(e, 200)) for b, e in [(40, 44), (45, 46), (47, 48)]])
+    assert rose.delta.low == pytest.approx(-0.0115133, abs=1e-6) and not rose.learns
+
+
+def test_proportion_text_and_interval_text() -> None:
+    # 5/10: rate 0.5, Wilson (0.236593, 0.763407) (test_wilson_half_success), three decimals each
+    assert proportion_text(proportion(5, 10)) == "5/10 = 0.500 [0.237, 0.763]"
+    assert proportion_text(None) == "not evaluated yet"
+    assert Interval.of([0.2, 0.3, 0.4]).text() == "0.300 [0.052, 0.548]"  # test_mean_interval_three_seeds
+    assert Interval.of([0.4]).text(2) == "0.40" and Interval.of([]).text() == "–"
+
+
+SOURCE_DIRS = ("rla_core", "flows", "tasks", "benchmarks", "scripts")
+
+
+def _fstring_template(node: ast.JoinedStr) -> str:
+    """An f-string with each replacement field written as {}: f"{k}/{n} = {r:.3f}" → "{}/{} = {}"."""
+    return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+
+
+def test_one_proportion_formatter() -> None:
+    # Every function of the project that writes a proportion as "k/n = rate [low, high]".
+    root = Path(__file__).resolve().parents[2]
+    writers = set()
+    for folder in SOURCE_DIRS:
+        for path in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for func in ast.walk(tree):
+                if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                for node in ast.walk(func):
+                    if isinstance(node, ast.JoinedStr) and re.search(
+                        r"\{\}/\{\} = \{\} \[", _fstring_template(node)
+                    ):
+                        writers.add((path.relative_to(root).as_posix(), func.name))
+    assert writers == {("rla_core/algo/stats.py", "proportion_text")}

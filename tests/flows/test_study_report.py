@@ -1,16 +1,33 @@
 """`rla study` and `rla report` end to end (issue 15): a real 2-arm × 1-seed study of test-preset runs,
 its study.parquet and summary, HTML reports opened in headless Chromium (every figure holds its data),
-continuing a finished study, and the specific errors for bad input."""
+continuing a finished study, and the specific errors for bad input. Also, without a study: the summary's
+tables (one set of cells, rendered to Markdown and HTML) on a hand-made study frame, and the wall-time rows."""
 
 from __future__ import annotations
 
 import io
+import json
+import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from flows.study import EVAL_RATE, STUDY_FRAME, SUMMARY_FILE, run_id_for
+from flows.study import (
+    EVAL_RATE,
+    STUDY_FRAME,
+    SUMMARY_FILE,
+    WALLTIME_DIR,
+    StudySummary,
+    read_walltimes,
+    record_walltime,
+    run_id_for,
+    summarize,
+    summary_tables,
+    walltime_frame,
+)
+from rla_core.algo.stats import proportion, proportion_text, wilson_interval
 from rla_core.schemas import validate
 from rla_core.store import ArtifactStore
 from tests.flows.conftest import FlowEnv
@@ -37,6 +54,73 @@ def evaluated_iterations(store: ArtifactStore, run_id: str) -> list[int]:
     return [it for it in store.list_iterations(run_id) if store.manifest(run_id, it, "evaluate") is not None]
 
 
+Rows = list[list[str]]  # a table: its header, then its rows, every cell as text
+
+
+def frame_rows(frame: pl.DataFrame) -> Rows:
+    return [list(frame.columns), *([str(v) for v in row] for row in frame.rows())]
+
+
+def markdown_tables(text: str) -> list[Rows]:
+    """Every Markdown table of ``text`` (runs of lines starting with '|'), without the rule line."""
+    tables: list[Rows] = []
+    current: Rows | None = None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            current = None
+            continue
+        if current is None:
+            current = []
+            tables.append(current)
+        if re.fullmatch(r"\|(---\|)+", line.strip()):  # the rule under the header
+            continue
+        current.append([c.strip().replace("\\|", "|") for c in line.strip()[1:-1].split(" | ")])
+    return tables
+
+
+class _Tables(HTMLParser):
+    """Every <table id=...> of a page: its rows of <th>/<td> texts."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: dict[str, Rows] = {}
+        self._table: Rows | None = None
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self._table = self.tables.setdefault(str(dict(attrs).get("id")), [])
+        elif tag == "tr" and self._table is not None:
+            self._table.append([])
+        elif tag in ("td", "th") and self._table is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._table is not None and self._cell is not None:
+            self._table[-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def html_tables(text: str) -> dict[str, Rows]:
+    parser = _Tables()
+    parser.feed(text)
+    return parser.tables
+
+
+def assert_rendered_cell_for_cell(summary: StudySummary, markdown: str, page: str) -> None:
+    """summary.md and the HTML report show exactly the cells of summary_tables, in its order."""
+    expected = summary_tables(summary)
+    assert markdown_tables(markdown) == [frame_rows(t.frame) for t in expected]
+    tables = html_tables(page)
+    assert {t.id: tables.get(t.id) for t in expected} == {t.id: frame_rows(t.frame) for t in expected}
+
+
 def test_study_writes_runs_frame_and_summary(flow_env: FlowEnv, study_root: Path) -> None:
     store = ArtifactStore(str(study_root))
     runs = {run_id_for(STUDY, arm, 1) for arm in ARMS}
@@ -57,14 +141,35 @@ def test_study_writes_runs_frame_and_summary(flow_env: FlowEnv, study_root: Path
     full_stages = frame.filter(pl.col("run_id") == run_id_for(STUDY, "full", 1))["metric"].to_list()
     policy_stages = frame.filter(pl.col("run_id") == run_id_for(STUDY, "policy", 1))["metric"].to_list()
     assert "timing_s/train_reward" in full_stages and "timing_s/train_reward" not in policy_stages
-    summary = (store.read_run_file(STUDY, SUMMARY_FILE) or b"").decode()
-    assert "| policy | 1 |" in summary and "| full | 1 |" in summary
+    # One sitting ran each run: one wall-time row each.
+    walls = walltime_frame(store, STUDY)
+    assert sorted(walls["run_id"].to_list()) == sorted(runs) and (walls["wall_s"] > 0).all()
+    # summary.md is the summary of the stored frame and wall times, table for table and cell for cell ...
+    tables = markdown_tables((store.read_run_file(STUDY, SUMMARY_FILE) or b"").decode())
+    expected = summary_tables(summarize(STUDY, frame, ARMS, wall_s=read_walltimes(store, STUDY)))
+    assert tables == [frame_rows(t.frame) for t in expected]
+    # ... and its cells are the runs' numbers: per run, successes/episodes of its own eval artifacts
+    main, _clean, per_run, arms = (
+        {row[0]: dict(zip(t[0], row, strict=True)) for row in t[1:]} for t in tables
+    )
+    assert set(main) == set(arms) == set(ARMS) and set(per_run) == runs
+    for arm in ARMS:
+        run_id = run_id_for(STUDY, arm, 1)
+        for column, it in (("iteration 0", 0), ("end", 1)):
+            won = store.read_frame(run_id, it, "evaluate", "eval")["outcome"] > 0
+            assert per_run[run_id][column] == proportion_text(proportion(int(won.sum()), won.len()))
+        assert per_run[run_id]["end iteration"] == "1"
+        begin, end = (per_run[run_id][c].split(" = ")[1].split(" ")[0] for c in ("iteration 0", "end"))
+        # one seed: the arm's means are that seed's rates, with no interval, and one seed never "learns"
+        assert (main[arm]["seeds"], main[arm]["iteration 0"], main[arm]["end"]) == ("1", begin, end)
+        assert main[arm]["learns"] == "no" and main[arm]["wall min/run"] != "–"
 
-    # Continuing a finished study runs nothing again.
+    # Continuing a finished study runs nothing again (and times nothing).
     before = {r: store.manifest(r, 1, "evaluate") for r in runs}
     proc = flow_env.rla("study", STUDY, "--root", str(study_root))
     assert proc.stderr.count("is finished, skipped") == 2
     assert {r: store.manifest(r, 1, "evaluate") for r in runs} == before
+    assert walltime_frame(store, STUDY).height == 2
 
 
 def _figures(page: list[dict[str, object]]) -> dict[str, list[dict[str, object]]]:
@@ -108,8 +213,16 @@ def test_reports_render_in_chromium_with_every_figure_holding_its_data(
         for arm in ARMS:
             assert lines[arm]["x"] == evaluated_iterations(store, run_id_for(STUDY, arm, 1))
     assert {t["meta"] for t in figures["train"]} == set(ARMS)
-    html = study_html.read_text(encoding="utf-8")
-    assert "id='summary'" in html and "id='summary-clean'" in html and "policy" in html and "full" in html
+    # The report's tables are the summary's cells, exactly as summary.md shows them.
+    spec_frame = validate(
+        "study", pl.read_parquet(io.BytesIO(store.read_run_file(STUDY, STUDY_FRAME) or b""))
+    )
+    summary = summarize(STUDY, spec_frame, ARMS, wall_s=read_walltimes(store, STUDY))
+    markdown = (store.read_run_file(STUDY, SUMMARY_FILE) or b"").decode()
+    assert_rendered_cell_for_cell(summary, markdown, study_html.read_text(encoding="utf-8"))
+    assert [row[0] for row in html_tables(study_html.read_text(encoding="utf-8"))["summary"][1:]] == list(
+        ARMS
+    )
 
 
 def test_bad_input_gets_specific_errors(flow_env: FlowEnv, study_root: Path, tmp_path: Path) -> None:
@@ -188,3 +301,112 @@ def test_flip_judge_labels_flips_the_requested_share() -> None:
     assert flip_judge_labels(rows, share=0.25, seed=3)["response"].to_list() == flipped  # seeded
     with pytest.raises(ConfigError, match="not a step verdict"):
         flip_judge_labels(pl.DataFrame({"prompt": ["p"], "response": ["def f(): pass"]}), share=1.0, seed=0)
+
+
+def _study_frame(study: str, gains: dict[str, list[tuple[int, int]]], episodes: int = 200) -> pl.DataFrame:
+    """A study frame by hand: per arm, per seed, (successes at iteration 0, at iteration 2) of ``episodes``;
+    clean successes 5 fewer; RM step accuracy 0.5 then 0.7; 3 accepted rewrites; 60 s per rollout stage."""
+    rows: list[tuple[str, str, int, str, int, str, float]] = []
+    for arm, pairs in gains.items():
+        for seed, (before, end) in enumerate(pairs, start=1):
+            run_id = run_id_for(study, arm, seed)
+
+            def add(it: int, metric: str, value: float) -> None:
+                rows.append((study, arm, seed, run_id, it, metric, float(value)))  # noqa: B023
+
+            for it, wins in ((0, before), (2, end)):
+                for prefix, k in (("eval/success", wins), ("eval/clean_success", wins - 5)):
+                    low, high = wilson_interval(k, episodes)
+                    add(it, f"{prefix}es", k)
+                    add(it, f"{prefix}_rate", k / episodes)
+                    add(it, f"{prefix}_low", low)
+                    add(it, f"{prefix}_high", high)
+                add(it, "eval/episodes", episodes)
+            for it, acc in ((1, 0.5), (2, 0.7)):
+                add(it, "reward_model/step_accuracy", acc)
+                add(it, "timing_s/rollout", 60.0)
+            add(2, "env/pool_accepted", 3)
+    columns = ["study", "arm", "seed", "run_id", "iteration", "metric", "value"]
+    return validate("study", pl.DataFrame(rows, schema=columns, orient="row"))
+
+
+def test_summary_tables_are_rendered_cell_for_cell(tmp_path: Path) -> None:
+    from flows.report import summary_html
+
+    # full: +4, +6, +8 of 200 (Δ 0.02, 0.03, 0.04: mean 0.03, t-interval low 0.0052 > 0, learns);
+    # policy: +4, +1, +1 (Δ 0.02, 0.005, 0.005: mean 0.01, low −0.0115, does not learn);
+    # reward: one seed only, never evaluated at the end
+    gains = {"full": [(40, 44), (40, 46), (40, 48)], "policy": [(40, 44), (45, 46), (47, 48)]}
+    frame = _study_frame("hs", gains)
+    frame = pl.concat([frame, _study_frame("hs", {"reward": [(40, 40)]}).filter(pl.col("iteration") == 0)])
+    summary = summarize(
+        "hs", frame, ["full", "policy", "reward"], wall_s={run_id_for("hs", "full", 1): 300.0}
+    )
+    tables = {t.id: t.frame for t in summary_tables(summary)}
+    main = {row["arm"]: row for row in tables["summary"].to_dicts()}
+    assert main["full"] == {
+        "arm": "full",
+        "seeds": "3",
+        "iteration 0": "0.200 [0.200, 0.200]",  # 40/200 in every seed: zero width
+        "end": "0.230 [0.205, 0.255]",  # 0.22, 0.23, 0.24: s = 0.01, half = 4.302653 · 0.01 / √3 = 0.0248
+        "Δ": "0.030 [0.005, 0.055]",
+        "learns": "yes",
+        "RM step acc": "0.50 [0.50, 0.50] → 0.70 [0.70, 0.70]",
+        "RM outcome agr.": "– → –",
+        "accepted rewrites": "3.0 [3.0, 3.0]",
+        "wall min/run": "5.0",  # 300 s of the one run with a wall time
+        "loop compute min/run": "2.0",  # 2 × 60 s per run, the mean over seeds
+    }
+    assert (main["policy"]["Δ"], main["policy"]["learns"]) == ("0.010 [-0.012, 0.032]", "no")
+    assert (main["reward"]["seeds"], main["reward"]["iteration 0"], main["reward"]["learns"]) == (
+        "0",
+        "–",
+        "no",
+    )
+    clean = {row["arm"]: row for row in tables["summary-clean"].to_dicts()}
+    assert (
+        clean["full"]["iteration 0"] == "0.175 [0.175, 0.175]" and clean["full"]["learns"] == "yes"
+    )  # 35/200
+    per_run = {row["run"]: row for row in tables["per-run"].to_dicts()}
+    # Wilson 40/200: center 0.205654, half 0.055201 → [0.150, 0.261] (see tests/algo/test_stats.py)
+    assert per_run["hs-full-s1"]["iteration 0"] == "40/200 = 0.200 [0.150, 0.261]"
+    assert per_run["hs-full-s1"]["end"] == proportion_text(proportion(44, 200))
+    assert per_run["hs-full-s1"]["end iteration"] == "2"
+    assert (per_run["hs-reward-s1"]["end"], per_run["hs-reward-s1"]["end iteration"]) == (
+        "not evaluated yet",
+        "–",
+    )
+    assert tables["arms"]["arm"].to_list() == ["full", "policy", "reward"]
+    # Both renderings show these cells and nothing else.
+    assert_rendered_cell_for_cell(summary, summary.markdown(), summary_html(summary))
+
+
+def test_wall_times_are_appended_rows_and_old_json_is_still_read(tmp_path: Path) -> None:
+    store = ArtifactStore(str(tmp_path))
+    full, policy = run_id_for("w", "full", 1), run_id_for("w", "policy", 1)
+    assert read_walltimes(store, "w") == {} and walltime_frame(store, "w").height == 0
+    # A study from before the rows: its walltime.json (run id → seconds) is read, never rewritten.
+    store.write_run_file("w", "walltime.json", json.dumps({full: 60.0}).encode())
+    first = record_walltime(store, "w", full, 30.0)
+    first_bytes = Path(first).read_bytes()
+    record_walltime(store, "w", full, 30.5)
+    record_walltime(store, "w", policy, 120.0)
+    files = store.list_run_files("w", WALLTIME_DIR)
+    assert len(files) == 3 and all(f.endswith(".parquet") for f in files)
+    assert Path(first).read_bytes() == first_bytes  # earlier rows are never rewritten
+    assert json.loads(store.read_run_file("w", "walltime.json") or b"") == {full: 60.0}
+    rows = walltime_frame(store, "w")
+    assert rows.height == 4 and validate("study_walltime", rows).equals(rows)
+    assert rows.filter(pl.col("sitting") == "walltime.json")["ended_at"].to_list() == [None]
+    assert read_walltimes(store, "w") == {full: 60.0 + 30.0 + 30.5, policy: 120.0}
+
+
+def test_report_needs_exactly_one_of_run_and_study(tmp_path: Path) -> None:
+    from flows.report import build_report
+    from rla_core.errors import UsageError
+
+    store = ArtifactStore(str(tmp_path))
+    with pytest.raises(UsageError, match="given both a run id and --study"):
+        build_report(store, run_id="r", study_id="s")
+    with pytest.raises(UsageError, match=r"given neither .*`rla report RUN_ID`"):
+        build_report(store, run_id=None, study_id=None)
