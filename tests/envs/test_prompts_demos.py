@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from pathlib import Path
+
 import pytest
 
+from rla_core.envs import prompts
 from rla_core.envs.demos import corpus_texts, judge_demos, noisy_policy_demos, policy_demos, reading_drills
 from rla_core.envs.prompts import render_policy_prompt, replace_action_list, template_hash
 from rla_core.envs.textworld_env import TextWorldEnv
@@ -18,7 +23,26 @@ def test_policy_prompt_shows_last_k_turns_and_numbered_actions() -> None:
     # k=2: only the last two turns (B, C) are shown
     assert "obs A" not in prompt and "you took action: act B" in prompt and "act C" in prompt
     assert "0: look\n1: go east" in prompt and "\\boxed{}" in prompt
-    assert len(template_hash()) == 64
+
+
+def test_template_hash_covers_every_template_file_and_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every template file on disk is a declared template (a new file cannot escape the cache key) ...
+    folder = Path(prompts.__file__).with_name("templates")
+    on_disk = {p.stem: p.read_text(encoding="utf-8") for p in folder.glob("*.txt")}
+    assert set(on_disk) == set(prompts.TEMPLATE_NAMES)
+    # ... and the hash is sha256 of exactly the declared inputs: the version and each file's text
+    payload = json.dumps({"version": prompts.TEMPLATE_VERSION, "templates": on_disk}, sort_keys=True)
+    assert template_hash() == hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    before = template_hash()
+    # editing one template changes it (so the stages that render it re-run) ...
+    edited = {**on_disk, "judge": on_disk["judge"] + " "}
+    monkeypatch.setattr(prompts, "template_texts", lambda: edited)
+    assert template_hash() != before
+    # ... and so does bumping the template version with the texts unchanged
+    monkeypatch.setattr(prompts, "template_texts", lambda: on_disk)
+    assert template_hash() == before
+    monkeypatch.setattr(prompts, "TEMPLATE_VERSION", prompts.TEMPLATE_VERSION + 1)
+    assert template_hash() != before
 
 
 def test_demos_follow_the_walkthrough_and_label_by_policy_commands(env: TextWorldEnv) -> None:
