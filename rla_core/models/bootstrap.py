@@ -3,7 +3,9 @@
 CPU runs need a policy and a reward model that generate and train in seconds, and tests must never touch
 the Hugging Face hub. :func:`ensure_tiny_model` builds such a model (random weights, a real architecture)
 and caches it by the content hash of (name, architecture, corpus); :func:`resolve_model` turns a model
-reference from the config (``models.policy`` / ``models.reward``) into a local checkpoint directory.
+reference from the config (``models.policy`` / ``models.reward``) into a local checkpoint directory;
+:func:`validate_checkpoint` checks one and :func:`resolve_device` turns a config's ``device`` into the
+torch device it runs on (generation and training share both).
 
 The tokenizer is saved with a config naming ``PreTrainedTokenizerFast`` so ``AutoTokenizer`` (and vLLM,
 TRL) reload it with the trained ids (dependency notes, "TRL on CPU").
@@ -156,6 +158,28 @@ def validate_checkpoint(path: Path) -> None:
             f"checkpoint {str(path)!r} is incomplete: missing {', '.join(missing)}; save both the model and "
             "its tokenizer (model.save_pretrained(dir); tokenizer.save_pretrained(dir))"
         )
+
+
+def resolve_device(device: str, *, setting: str) -> str:
+    """The torch device a config ``device`` value names (``models.device``, ``training.device``).
+
+    ``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``. Any other value must be a torch device
+    string, and a ``cuda*`` one needs a GPU torch sees; otherwise a :class:`ModelError` names
+    ``setting`` (the config key) and the values to use.
+    """
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.device(device)
+    except RuntimeError as err:
+        raise ModelError(
+            f"{setting}={device!r} is not a torch device: use 'auto', 'cpu' or 'cuda:N'"
+        ) from err
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"{setting}={device!r} but torch sees no CUDA device; set {setting}=cpu or auto")
+    return device
 
 
 def _training_text(corpus: Sequence[str]) -> Iterator[str]:

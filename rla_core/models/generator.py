@@ -44,7 +44,7 @@ from pydantic import ValidationError
 from rla_core import progress
 from rla_core.config import Backend, ModelsConfig, SamplingConfig, ServingConfig
 from rla_core.errors import ConfigError, ModelError
-from rla_core.models.bootstrap import validate_checkpoint
+from rla_core.models.bootstrap import resolve_device, validate_checkpoint
 from rla_core.models.serving import VllmServer, check_served, resolve_interpreter, served_models
 
 if TYPE_CHECKING:
@@ -232,14 +232,7 @@ class TransformersGenerator:
         validate_checkpoint(Path(model_dir))
         if batch_size < 1:
             raise ModelError(f"batch_size={batch_size}: must be at least 1")
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        try:
-            self._device = torch.device(device)
-        except RuntimeError as err:
-            raise ModelError(
-                f"models.device={device!r} is not a torch device: use 'auto', 'cpu' or 'cuda:N'"
-            ) from err
+        self._device = torch.device(resolve_device(device, setting="models.device"))
         self.model_dir = Path(model_dir)
         self.batch_size = batch_size
         self._tokenizer = AutoTokenizer.from_pretrained(self.model_dir)

@@ -1,8 +1,9 @@
 """One rank of a multi-process RL update; run by ``accelerate launch ... -m rla_core.models.train_worker SPEC``.
 
-:func:`rla_core.models.trainer.rl_update` writes SPEC (JSON: checkpoint, prepared token rows, train
-config, LoRA, seed, device, autocast dtype) and launches N of these under
-``infra/accelerate/<strategy>.yaml``. Each rank loads the checkpoint in fp32, runs
+:func:`rla_core.models.trainer.rl_update` writes SPEC (a :class:`~rla_core.models.trainer.WorkerSpec`
+as JSON: checkpoint, prepared token rows, train config, LoRA, seed, device, autocast dtype) and
+launches N of these under the strategy's file in ``infra/accelerate/`` (``trainer.ACCELERATE_CONFIGS``).
+Each rank loads the checkpoint in fp32, runs
 :func:`~rla_core.models.trainer.train_loop` on its share of every optimizer step's rows through an
 :class:`accelerate.Accelerator` (DDP, FSDP or DeepSpeed ZeRO-3 per the config file; gloo on CPU), and
 rank 0 writes the fp32 checkpoint and the metrics. A rank that fails writes ``error-rank<r>.txt``
@@ -21,12 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rla_core.config import LoraConfig, TrainConfig
+from rla_core.config import LoraConfig
 from rla_core.errors import ModelError
 from rla_core.models import trainer
-
-# Separates the error message from the traceback in error-rank<r>.txt (the launcher shows the message).
-ERROR_SEPARATOR = "\n--- traceback ---\n"
+from rla_core.models.trainer import ERROR_SEPARATOR, WorkerSpec
 
 
 class AccelerateRuntime:
@@ -80,15 +79,25 @@ class AccelerateRuntime:
 
     def backward(self, loss: Any, sync: bool) -> None:
         if self.deepspeed:
-            # accelerate hands this to engine.set_gradient_accumulation_boundary and steps at the boundary.
-            self.acc.gradient_state._set_sync_gradients(sync)
+            self._set_deepspeed_boundary(sync)
         self.acc.backward(loss)
+
+    def _set_deepspeed_boundary(self, boundary: bool) -> None:
+        """Whether the next ``accelerator.backward`` ends an optimizer step under DeepSpeed.
+
+        ``Accelerator.backward`` passes ``accelerator.sync_gradients`` to DeepSpeed's
+        ``engine.set_gradient_accumulation_boundary`` and runs ``engine.step()`` (clip, step, zero grad)
+        when it is true. We set it through ``Accelerator.sync_gradients``' public setter (checked
+        against accelerate 1.16.0) instead of ``accumulate()``, whose fixed ``gradient_accumulation_steps``
+        cannot express a last optimizer step with fewer micro-batches.
+        """
+        self.acc.sync_gradients = boundary
 
     def clip_and_step(self, model: Any, optimizer: Any, max_norm: float) -> float:
         if self.deepspeed:
             # The engine clipped (config gradient_clipping) and stepped in the boundary backward.
             norm = self.acc.deepspeed_engine_wrapped.get_global_grad_norm()
-            self.acc.gradient_state._set_sync_gradients(True)
+            self._set_deepspeed_boundary(True)
             return float(norm if norm is not None else math.nan)
         norm = self.acc.clip_grad_norm_(model.parameters(), max_norm)
         optimizer.step()
@@ -102,34 +111,32 @@ class AccelerateRuntime:
         return [float(v) for v in self.acc.reduce(t, reduction="sum").tolist()]
 
 
-def run(spec: dict[str, Any]) -> None:
+def run(spec: WorkerSpec) -> None:
     """Run one rank of the update described by ``spec`` (see the module docstring)."""
     import torch
     from accelerate import Accelerator
 
-    cpu = spec["device"] == "cpu"
-    if cpu and spec.get("threads"):
-        torch.set_num_threads(max(1, int(spec["threads"]) // _world_from_env()))
+    cpu = spec.device == "cpu"
+    if cpu and spec.threads:
+        torch.set_num_threads(max(1, spec.threads // _world_from_env()))
     accelerator = Accelerator(cpu=cpu)
-    cfg = TrainConfig.model_validate(spec["cfg"])
-    lora = LoraConfig.model_validate(spec["lora"])
+    cfg, lora = spec.cfg, spec.lora
     runtime = AccelerateRuntime(accelerator, cfg.micro_batch_size)
     if runtime.deepspeed:
         clip = runtime.acc.state.deepspeed_plugin.deepspeed_config.get("gradient_clipping")
         if clip is not None and float(clip) != cfg.grad_clip:
+            config_file = trainer.ACCELERATE_CONFIG_DIR / trainer.ACCELERATE_CONFIGS["deepspeed"]
             raise ModelError(
                 f"DeepSpeed config clips gradients at {clip} but grad_clip={cfg.grad_clip}: set "
-                "gradient_clipping in infra/accelerate/deepspeed.yaml to the same value"
+                f"gradient_clipping in {config_file} to the same value"
             )
-    rows = [trainer._Row(r["prompt_ids"], r["response_ids"], float(r["advantage"])) for r in spec["rows"]]
-    model_dir = Path(spec["model_dir"])
     # Created after the Accelerator so ZeRO-3 init (zero3_init_flag) partitions weights while loading.
-    model = trainer.load_fp32(model_dir)
-    with trainer.torch_rng(int(spec["seed"]), str(accelerator.device)):
-        model, metrics = trainer.train_loop(model, rows, cfg=cfg, lora=lora, runtime=runtime)
-    _save(runtime, model, model_dir, Path(spec["out_dir"]), lora, Path(spec["error_dir"]))
+    model = trainer.load_fp32(spec.model_dir)
+    with trainer.torch_rng(spec.seed, str(accelerator.device)):
+        model, metrics = trainer.train_loop(model, list(spec.rows), cfg=cfg, lora=lora, runtime=runtime)
+    _save(runtime, model, spec.model_dir, spec.out_dir, lora, spec.error_dir)
     if runtime.is_main:
-        Path(spec["metrics_path"]).write_text(json.dumps(metrics))
+        spec.metrics_path.write_text(json.dumps(metrics))
     accelerator.wait_for_everyone()
     accelerator.end_training()
 
@@ -159,7 +166,7 @@ def _save(
     if runtime.is_main:
         unwrapped = acc.unwrap_model(model)
         if state is None:  # DDP: the local replica holds every weight
-            merged = trainer._maybe_merge(unwrapped, lora).to("cpu")
+            merged = trainer.merge_lora(unwrapped, lora).to("cpu")
             merged.save_pretrained(out)
         else:
             base = unwrapped.get_base_model() if lora.enabled else unwrapped
@@ -200,14 +207,14 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: accelerate launch ... -m rla_core.models.train_worker SPEC.json", file=sys.stderr)
         return 2
-    spec = json.loads(Path(argv[0]).read_text())
+    spec = WorkerSpec.read(Path(argv[0]))
     try:
         run(spec)
     except BaseException as exc:
         import os
 
         rank = os.environ.get("RANK", "0")
-        Path(spec["error_dir"], f"error-rank{rank}.txt").write_text(
+        (spec.error_dir / f"error-rank{rank}.txt").write_text(
             f"rank {rank}: {type(exc).__name__}: {exc}{ERROR_SEPARATOR}{traceback.format_exc()}"
         )
         raise

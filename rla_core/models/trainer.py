@@ -8,8 +8,9 @@ update away. ``training.dtype`` only sets the autocast dtype of forward/backward
 
 Where it runs (:class:`Placement`, from config ``training``): one process in-process on
 ``training.device``, or, when ``training.processes > 1`` or the strategy is fsdp/deepspeed, workers
-launched as ``accelerate launch --config_file infra/accelerate/<strategy>.yaml --num_processes N -m
-rla_core.models.train_worker <spec>`` in their own process group (:mod:`rla_core.procs`): the stage
+launched as ``accelerate launch --config_file infra/accelerate/<file> --num_processes N -m
+rla_core.models.train_worker <spec>`` (``<file>`` per strategy in :data:`ACCELERATE_CONFIGS`; the
+:class:`WorkerSpec` JSON) in their own process group (:mod:`rla_core.procs`): the stage
 stays a batch job, a worker's failure fails the stage with the worker's error, nothing outlives it.
 Both paths run the same loop (:func:`train_loop`) and give the same weights up to float reduction order.
 
@@ -41,26 +42,23 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Literal, Protocol
 
 import polars as pl
+from pydantic import BaseModel, ConfigDict
 
 from rla_core import progress
+from rla_core.algo.losses import ppo_k3_loss
 from rla_core.config import LoraConfig, TrainConfig, TrainingConfig
 from rla_core.errors import ModelError, ProcessError
-from rla_core.models.bootstrap import validate_checkpoint
+from rla_core.models.bootstrap import resolve_device, validate_checkpoint
 from rla_core.procs import ProcessGroup, default_runtime_dir
 from rla_core.store import publish_dir
 
-if TYPE_CHECKING:
-    import torch
-
 log = logging.getLogger(__name__)
 
-# Spec §4: the log-ratio (and the k3 exponent) are clamped to this range before exp().
-LOG_RATIO_CLAMP = 10.0
 SFT_BATCH_SIZE = 8
 SFT_GRAD_CLIP = 1.0
 SFT_WARMUP_STEPS = 100  # linear warm-up of sft(cosine=True)
@@ -70,14 +68,48 @@ CODE_RESOURCES = ("train_worker.py",)
 ACCELERATE_CONFIG_DIR = Path(__file__).resolve().parents[2] / "infra" / "accelerate"
 ACCELERATE_CONFIGS = {"ddp": "ddp.yaml", "fsdp": "fsdp.yaml", "deepspeed": "deepspeed_zero3.yaml"}
 _MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
-_ERROR_SEPARATOR = "\n--- traceback ---\n"  # = train_worker.ERROR_SEPARATOR (the worker is not imported)
+# Separates a worker's error message from its traceback in error-rank<r>.txt (the launcher shows the message).
+ERROR_SEPARATOR = "\n--- traceback ---\n"
 
 
 @dataclass(frozen=True)
-class _Row:
+class TrainRow:
+    """One tokenised training row: prompt and response token ids (no padding) and the row's advantage."""
+
     prompt_ids: list[int]
     response_ids: list[int]
     advantage: float
+
+
+class WorkerSpec(BaseModel):
+    """What :func:`rl_update` hands each accelerate worker (:mod:`rla_core.models.train_worker`), as JSON.
+
+    The launcher writes it with :meth:`write` and every rank reads it with :meth:`read`, so both sides
+    validate the same declaration: the checkpoint to train; where rank 0 writes the new checkpoint and
+    the metrics, and where a failing rank writes ``error-rank<r>.txt``; the prepared rows; the train and
+    LoRA config; the seed; the device kind, the autocast dtype and the torch threads the workers share.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_dir: Path
+    out_dir: Path
+    metrics_path: Path
+    error_dir: Path
+    rows: tuple[TrainRow, ...]
+    cfg: TrainConfig
+    lora: LoraConfig
+    seed: int
+    device: str
+    dtype: Literal["fp32", "bf16", "fp16"]
+    threads: int | None = None
+
+    def write(self, path: Path) -> None:
+        path.write_text(self.model_dump_json())
+
+    @classmethod
+    def read(cls, path: Path) -> WorkerSpec:
+        return cls.model_validate_json(Path(path).read_text())
 
 
 @dataclass(frozen=True)
@@ -99,7 +131,7 @@ class Placement:
     @classmethod
     def from_config(cls, training: TrainingConfig, *, threads: int | None = None) -> Placement:
         return cls(
-            device=resolve_device(training.device),
+            device=resolve_device(training.device, setting="training.device"),
             dtype=str(training.dtype.value),
             processes=training.processes,
             strategy=str(training.strategy.value),
@@ -110,19 +142,6 @@ class Placement:
     @property
     def launched(self) -> bool:
         return self.processes > 1 or self.strategy != "ddp"
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``; ``cuda*`` without a GPU is an error."""
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelError(
-            f"training.device={device!r} but torch sees no CUDA device; set training.device=cpu or auto"
-        )
-    return device
 
 
 def accelerate_config(strategy: str) -> Path:
@@ -207,14 +226,14 @@ def rl_update(
     runtime = LocalRuntime(placement.device, placement.dtype)
     with torch_rng(seed, placement.device):
         model, stats = train_loop(model, prepared, cfg=cfg, lora=lora, runtime=runtime)
-    model = _maybe_merge(model, lora)
+    model = merge_lora(model, lora)
     _write_atomically(out_dir, lambda tmp: _save(model.to("cpu"), tokenizer, tmp))
     return {**metrics, **stats, "noop": 0.0}
 
 
 def _launch(
     model_dir: Path,
-    prepared: list[_Row],
+    prepared: list[TrainRow],
     cfg: TrainConfig,
     lora: LoraConfig,
     seed: int,
@@ -224,21 +243,23 @@ def _launch(
     """Run the update in ``placement.processes`` accelerate workers; they write the checkpoint to ``out``."""
     work = Path(tempfile.mkdtemp(prefix=".rla-train-", dir=out.parent))
     try:
-        spec = {
-            "model_dir": str(model_dir),
-            "out_dir": str(out),
-            "metrics_path": str(work / "metrics.json"),
-            "error_dir": str(work),
-            "rows": [asdict(r) for r in prepared],
-            "cfg": cfg.model_dump(mode="json"),
-            "lora": lora.model_dump(mode="json"),
-            "seed": seed,
-            "device": placement.device,
-            "dtype": placement.dtype,
-            "threads": placement.threads,
-        }
+        spec = WorkerSpec.model_validate(
+            {
+                "model_dir": model_dir,
+                "out_dir": out,
+                "metrics_path": work / "metrics.json",
+                "error_dir": work,
+                "rows": prepared,
+                "cfg": cfg,
+                "lora": lora,
+                "seed": seed,
+                "device": placement.device,
+                "dtype": placement.dtype,
+                "threads": placement.threads,
+            }
+        )
         spec_path = work / "spec.json"
-        spec_path.write_text(json.dumps(spec))
+        spec.write(spec_path)
         env = dict(os.environ)
         if placement.device == "cpu":
             per = max(1, (placement.threads or os.cpu_count() or 1) // placement.processes)
@@ -254,7 +275,7 @@ def _launch(
             code = group.wait(placement.timeout_s)
         if code != 0:
             errors = sorted(work.glob("error-rank*.txt"))
-            detail = "\n".join(p.read_text(errors="replace").split(_ERROR_SEPARATOR)[0] for p in errors)
+            detail = "\n".join(p.read_text(errors="replace").split(ERROR_SEPARATOR)[0] for p in errors)
             raise ProcessError(
                 f"{what} failed with exit code {code}: {detail or '(no worker error recorded)'}\n"
                 f"last lines of the workers' log:\n{group.log_tail(40)}"
@@ -334,7 +355,7 @@ class LocalRuntime:
 
 
 def train_loop(
-    model: Any, prepared: list[_Row], *, cfg: TrainConfig, lora: LoraConfig, runtime: TrainRuntime
+    model: Any, prepared: list[TrainRow], *, cfg: TrainConfig, lora: LoraConfig, runtime: TrainRuntime
 ) -> tuple[Any, dict[str, float]]:
     """The spec §4 update of ``model`` (fp32 weights) on this rank's share of ``prepared``.
 
@@ -375,7 +396,7 @@ def train_loop(
                 old[-1].append(logps.float())
     model.train()
     scale = runtime.world / group_rows  # DDP averages over ranks; the spec divides the step sum by G
-    sums = [0.0, 0.0, 0.0, 0.0, 0.0]  # loss, pg, kl, clipped tokens, tokens
+    sums = UpdateSums()
     grad_norms: list[float] = []
     kl_first: float | None = None
     # Reported by the stage's reporter on the launching process; a no-op in accelerate workers (none set).
@@ -391,34 +412,53 @@ def train_loop(
                     logps, mask = _response_logps(model, batch, device, selective_log_softmax)
                 logps, mask = logps.float(), mask.float()
                 adv = torch.tensor([r.advantage for r in batch], dtype=torch.float32, device=device)[:, None]
-                pg, kl, clipped = _ppo_k3(logps, old[g][m], adv, mask, cfg.clip_eps)
+                pg, kl, clipped = ppo_k3_loss(logps, old[g][m], adv, mask, cfg.clip_eps)
                 per_row = pg + cfg.kl_beta * kl
                 runtime.backward(per_row.sum() * (scale if real else 0.0), sync)
             if not real:
                 continue
             if kl_first is None:
                 kl_first = float(kl.detach().mean())
-            sums[0] += float(per_row.detach().sum())
-            sums[1] += float(pg.detach().sum())
-            sums[2] += float(kl.detach().sum())
-            sums[3] += float(clipped)
-            sums[4] += float(mask.sum())
+            sums.add(per_row, pg, kl, clipped, mask)
         grad_norms.append(runtime.clip_and_step(model, optimizer, cfg.grad_clip))
         counter.advance(1, rows=sum(1 for micro in group for _i, w in micro if w > 0.0))
     counter.finish()
-    loss, pg_sum, kl_sum, clipped_tokens, total_tokens = runtime.reduce_sum(sums)
+    total = sums.reduced(runtime)
     return model, {
-        "loss": loss / n,
-        "pg_loss": pg_sum / n,
-        "kl": kl_sum / n,
+        "loss": total.loss / n,
+        "pg_loss": total.pg / n,
+        "kl": total.kl / n,
         "kl_first_micro_step": float(kl_first or 0.0),
-        "clip_fraction": clipped_tokens / max(total_tokens, 1.0),
+        "clip_fraction": total.clipped_tokens / max(total.tokens, 1.0),
         "grad_norm": sum(grad_norms) / len(grad_norms),
         "optimizer_steps": float(len(grad_norms)),
         "grad_accum": float(group_rows),
         "processes": float(runtime.world),
         "loop_s": time.perf_counter() - started,
     }
+
+
+@dataclass
+class UpdateSums:
+    """What :func:`train_loop` accumulates over this rank's real (non-padding) rows, then sums over ranks."""
+
+    loss: float = 0.0  # Σ_rows (L_pg + β·L_kl)
+    pg: float = 0.0  # Σ_rows L_pg
+    kl: float = 0.0  # Σ_rows L_kl
+    clipped_tokens: float = 0.0  # response tokens whose ratio left [1−ε, 1+ε]
+    tokens: float = 0.0  # response tokens
+
+    def add(self, per_row: Any, pg: Any, kl: Any, clipped: Any, mask: Any) -> None:
+        """Add one micro-batch: its per-row loss, pg and kl tensors (B,), clipped count and token mask."""
+        self.loss += float(per_row.detach().sum())
+        self.pg += float(pg.detach().sum())
+        self.kl += float(kl.detach().sum())
+        self.clipped_tokens += float(clipped)
+        self.tokens += float(mask.sum())
+
+    def reduced(self, runtime: TrainRuntime) -> UpdateSums:
+        """The sums over all ranks: one ``runtime.reduce_sum`` of the fields, in declaration order."""
+        return UpdateSums(*runtime.reduce_sum(list(astuple(self))))
 
 
 def plan_micro_batches(
@@ -512,7 +552,7 @@ def sft(
     if eos is None:
         raise ModelError(f"tokenizer of {model_dir} has no EOS token: SFT must teach the model to stop")
     limit = int(getattr(model.config, "max_position_embeddings", 1 << 30))
-    prepared: list[_Row] = []
+    prepared: list[TrainRow] = []
     too_long = 0
     for prompt, response in zip(rows["prompt"].to_list(), rows["response"].to_list(), strict=True):
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -520,7 +560,7 @@ def sft(
         if len(p_ids) + len(r_ids) > limit or not p_ids:
             too_long += 1
             continue
-        prepared.append(_Row(p_ids, r_ids, 1.0))
+        prepared.append(TrainRow(p_ids, r_ids, 1.0))
     metrics = {
         "rows_in": float(rows.height),
         "rows_used": float(len(prepared)),
@@ -590,7 +630,7 @@ def response_logprobs(model_dir: Path, prompts: Sequence[str], responses: Sequen
 
     model, tokenizer = _load(model_dir)
     rows = [
-        _Row(
+        TrainRow(
             tokenizer(p, add_special_tokens=False)["input_ids"],
             tokenizer(r, add_special_tokens=False)["input_ids"],
             0.0,
@@ -608,39 +648,14 @@ def response_logprobs(model_dir: Path, prompts: Sequence[str], responses: Sequen
 # --- components ------------------------------------------------------------------------------------
 
 
-def _ppo_k3(
-    logps: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, clip_eps: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-row PPO-clip loss and k3 KL (token-mean over the response), plus the clipped-token count.
-
-    Shapes: logps, old, mask (B, T); adv (B, 1). Returns pg (B,), kl (B,), clipped ().
-    """
-    import torch
-
-    d = torch.clamp(logps - old, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
-    ratio = torch.exp(d)
-    surrogate = torch.min(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * adv)
-    back = old - logps  # log(π_old/πθ)
-    k3 = torch.exp(torch.clamp(back, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)) - 1 - back
-    lengths = mask.sum(-1).clamp(min=1.0)
-    pg = -(surrogate * mask).sum(-1) / lengths
-    kl = (k3 * mask).sum(-1) / lengths
-    clipped = (((ratio < 1 - clip_eps) | (ratio > 1 + clip_eps)).float() * mask).sum().detach()
-    return pg, kl, clipped
-
-
-def _weighted_sequence_nll(model: Any, batch: Sequence[_Row], device: Any, prompt_weight: float) -> Any:
+def _weighted_sequence_nll(model: Any, batch: Sequence[TrainRow], device: Any, prompt_weight: float) -> Any:
     """Weighted token-mean NLL of whole rows: response tokens weigh 1, prompt tokens ``prompt_weight``."""
     import torch
 
     seqs = [r.prompt_ids + r.response_ids for r in batch]
-    width = max(len(s) for s in seqs)
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
-    attn = torch.zeros((len(seqs), width), dtype=torch.long)
-    weight = torch.zeros((len(seqs), width))
+    ids, attn = _pad_right(seqs)
+    weight = torch.zeros(ids.shape)
     for i, (r, s) in enumerate(zip(batch, seqs, strict=True)):
-        ids[i, : len(s)] = torch.tensor(s)
-        attn[i, : len(s)] = 1
         weight[i, : len(r.prompt_ids)] = prompt_weight
         weight[i, len(r.prompt_ids) : len(s)] = 1.0
     ids, attn, weight = ids.to(device), attn.to(device), weight[:, 1:].to(device)
@@ -651,19 +666,26 @@ def _weighted_sequence_nll(model: Any, batch: Sequence[_Row], device: Any, promp
     return (nll * weight).sum() / weight.sum()
 
 
-def _response_logps(
-    model: Any, batch: Sequence[_Row], device: Any, selective_log_softmax: Any
-) -> tuple[Any, Any]:
-    """Log-probs of each row's response tokens, right-padded: (B, T_resp_max) and its mask."""
+def _pad_right(seqs: Sequence[list[int]]) -> tuple[Any, Any]:
+    """Token id rows right-padded with 0 to the longest: ids and attention mask, both (B, W) long."""
     import torch
 
-    seqs = [r.prompt_ids + r.response_ids for r in batch]
     width = max(len(s) for s in seqs)
     ids = torch.zeros((len(seqs), width), dtype=torch.long)
     attn = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
         ids[i, : len(s)] = torch.tensor(s)
         attn[i, : len(s)] = 1
+    return ids, attn
+
+
+def _response_logps(
+    model: Any, batch: Sequence[TrainRow], device: Any, selective_log_softmax: Any
+) -> tuple[Any, Any]:
+    """Log-probs of each row's response tokens, right-padded: (B, T_resp_max) and its mask."""
+    import torch
+
+    ids, attn = _pad_right([r.prompt_ids + r.response_ids for r in batch])
     ids, attn = ids.to(device), attn.to(device)
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
     token_logps = selective_log_softmax(logits, ids[:, 1:])  # position j predicts token j+1
@@ -679,8 +701,8 @@ def _response_logps(
 
 def _prepare_rl_rows(
     rows: pl.DataFrame, tokenizer: Any, cfg: TrainConfig
-) -> tuple[list[_Row], dict[str, float]]:
-    prepared: list[_Row] = []
+) -> tuple[list[TrainRow], dict[str, float]]:
+    prepared: list[TrainRow] = []
     too_long = truncated = empty = 0
     for prompt, response, adv in zip(
         rows["prompt"].to_list(), rows["response"].to_list(), rows["advantage"].to_list(), strict=True
@@ -699,7 +721,7 @@ def _prepare_rl_rows(
             # No token to score: the row cannot contribute a gradient.
             empty += 1
             continue
-        prepared.append(_Row(p_ids, r_ids, float(adv)))
+        prepared.append(TrainRow(p_ids, r_ids, float(adv)))
     return prepared, {
         "rows_dropped_prompt_too_long": float(too_long),
         "rows_truncated": float(truncated),
@@ -737,8 +759,11 @@ def _maybe_lora(model: Any, lora: LoraConfig) -> Any:
     return get_peft_model(model, peft_cfg)
 
 
-def _maybe_merge(model: Any, lora: LoraConfig) -> Any:
-    # Merged so downstream stages load a plain checkpoint with no peft dependency.
+def merge_lora(model: Any, lora: LoraConfig) -> Any:
+    """The model with its LoRA adapters merged (peft ``merge_and_unload``) when LoRA is on, else itself.
+
+    Merged so downstream stages load a plain checkpoint with no peft dependency.
+    """
     return model.merge_and_unload() if lora.enabled else model
 
 

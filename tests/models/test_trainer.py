@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-import math
+import ast
+import json
 import shutil
 from pathlib import Path
 
 import polars as pl
 import pytest
 import torch
+from pydantic import ValidationError
 
 from rla_core.config import LoraConfig, SamplingConfig, TrainConfig
 from rla_core.errors import ModelError
+from rla_core.models.bootstrap import resolve_device
 from rla_core.models.generator import TransformersGenerator
-from rla_core.models.trainer import _ppo_k3, response_logprobs, rl_update, sft
+from rla_core.models.trainer import (
+    ACCELERATE_CONFIG_DIR,
+    ACCELERATE_CONFIGS,
+    TrainRow,
+    WorkerSpec,
+    response_logprobs,
+    rl_update,
+    sft,
+)
 
 PROMPTS = [
     "You are in a kitchen. Action:",
@@ -32,23 +43,6 @@ def _rows(advantage: float) -> pl.DataFrame:
 def _mean_logprob(model_dir: Path) -> float:
     values = response_logprobs(model_dir, PROMPTS, RESPONSES)
     return sum(values) / len(values)
-
-
-def test_ppo_k3_hand_computed() -> None:
-    old = torch.zeros(2, 2)
-    # Row 0: d = [ln 1.5, 0]; row 1: d = [ln 0.5, (masked)].
-    logps = torch.tensor([[math.log(1.5), 0.0], [math.log(0.5), 0.0]])
-    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
-    adv = torch.tensor([[1.0], [-1.0]])
-    pg, kl, clipped = _ppo_k3(logps, old, adv, mask, 0.2)
-    # Row 0, A=+1: token 0 min(1.5, clip→1.2) = 1.2; token 1 ρ=1 → 1; pg = -(1.2 + 1) / 2 = -1.1.
-    # Row 1, A=-1: ρ=0.5, min(-0.5, -clip(0.5)=-0.8) = -0.8; one token → pg = 0.8.
-    assert pg.tolist() == pytest.approx([-1.1, 0.8])
-    # k3 row 0: back = -ln 1.5 → exp = 2/3; 2/3 - 1 + ln 1.5 = 0.0721318; token 1 gives 0; mean = 0.0360659.
-    # k3 row 1: back = ln 2 → exp = 2; 2 - 1 - ln 2 = 0.3068528 (one token).
-    assert kl.tolist() == pytest.approx([(2 / 3 - 1 + math.log(1.5)) / 2, 1 - math.log(2)])
-    # Tokens with ρ outside [0.8, 1.2]: 1.5 (row 0) and 0.5 (row 1) → 2.
-    assert float(clipped) == 2.0
 
 
 def test_positive_advantage_raises_logprob(tiny_model: Path, tmp_path: Path) -> None:
@@ -153,11 +147,11 @@ def test_sft_reproduces_demonstrations_and_reloads(tiny_model: Path, tmp_path: P
 def test_prompt_weight_mixes_prompt_and_response_token_losses(tiny_model: Path) -> None:
     from trl.trainer.utils import selective_log_softmax
 
-    from rla_core.models.trainer import _load, _response_logps, _Row, _weighted_sequence_nll
+    from rla_core.models.trainer import _load, _response_logps, _weighted_sequence_nll
 
     model, tokenizer = _load(tiny_model)
     rows = [
-        _Row(tokenizer(p)["input_ids"], tokenizer(r)["input_ids"], 1.0)
+        TrainRow(tokenizer(p)["input_ids"], tokenizer(r)["input_ids"], 1.0)
         for p, r in zip(PROMPTS[:2], RESPONSES[:2], strict=True)
     ]
     with torch.no_grad():
@@ -199,3 +193,104 @@ def test_sft_with_prompt_loss_and_cosine_schedule_learns_the_prompts_too(
     assert gain_mixed > 1.0 and gain_mixed > gain_plain + 1.0
     with pytest.raises(ModelError, match="batch_size >= 1"):
         sft(tiny_model, rows, out_dir=tmp_path / "bad", epochs=1, lr=3e-3, seed=0, batch_size=0)
+
+
+# ---- declarations the trainer and its worker share (issue 25) ------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _package_sources() -> list[tuple[str, ast.Module]]:
+    return [
+        (str(p.relative_to(ROOT)), ast.parse(p.read_text(encoding="utf-8")))
+        for package in ("rla_core", "tasks", "flows")
+        for p in sorted((ROOT / package).rglob("*.py"))
+    ]
+
+
+def test_one_device_resolver() -> None:
+    # One definition, and nowhere else a device setting's "auto" is compared by hand.
+    defs = [
+        (path, node.name)
+        for path, tree in _package_sources()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and "device" in node.name and "resolve" in node.name
+    ]
+    assert defs == [("rla_core/models/bootstrap.py", "resolve_device")]
+    by_hand = [
+        f"{path}:{node.lineno}"
+        for path, tree in _package_sources()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and "device" in ast.unparse(node.left)
+        and any(isinstance(c, ast.Constant) and c.value == "auto" for c in node.comparators)
+    ]
+    assert len(by_hand) == 1 and by_hand[0].startswith("rla_core/models/bootstrap.py:"), by_hand
+
+
+def test_device_resolver_errors_name_the_setting() -> None:
+    assert resolve_device("cpu", setting="models.device") == "cpu"
+    assert resolve_device("auto", setting="training.device") == (
+        "cuda" if torch.cuda.is_available() else "cpu"
+    )
+    with pytest.raises(ModelError, match=r"models\.device='gpu' is not a torch device"):
+        resolve_device("gpu", setting="models.device")
+    if not torch.cuda.is_available():
+        with pytest.raises(ModelError, match=r"training\.device='cuda:1' but torch sees no CUDA device"):
+            resolve_device("cuda:1", setting="training.device")
+
+
+def test_worker_spec_round_trips_and_rejects_what_it_does_not_declare(tmp_path: Path) -> None:
+    spec = WorkerSpec(
+        model_dir=tmp_path / "in",
+        out_dir=tmp_path / "out",
+        metrics_path=tmp_path / "metrics.json",
+        error_dir=tmp_path,
+        rows=(TrainRow([1, 2], [3], 0.5), TrainRow([4], [5, 6], -1.0)),
+        cfg=CFG,
+        lora=LoraConfig(enabled=True),
+        seed=7,
+        device="cpu",
+        dtype="bf16",
+        threads=2,
+    )
+    spec.write(tmp_path / "spec.json")
+    back = WorkerSpec.read(tmp_path / "spec.json")
+    assert back == spec and back.rows[1] == TrainRow([4], [5, 6], -1.0) and back.cfg == CFG
+    raw = json.loads((tmp_path / "spec.json").read_text())
+    for broken in (
+        {**raw, "extra": 1},
+        {**raw, "dtype": "int8"},
+        {k: v for k, v in raw.items() if k != "rows"},
+    ):
+        (tmp_path / "bad.json").write_text(json.dumps(broken))
+        with pytest.raises(ValidationError):
+            WorkerSpec.read(tmp_path / "bad.json")
+
+
+def test_the_worker_uses_no_private_names_of_other_objects() -> None:
+    # train_worker reaches other modules and accelerate only through public names (self._x is its own).
+    tree = ast.parse((ROOT / "rla_core/models/train_worker.py").read_text(encoding="utf-8"))
+    private = [
+        f"{ast.unparse(node)} (line {node.lineno})"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+    ]
+    assert private == []
+    imported = [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+    assert imported == []
+
+
+def test_the_deepspeed_config_the_errors_name_exists() -> None:
+    assert (ACCELERATE_CONFIG_DIR / ACCELERATE_CONFIGS["deepspeed"]).is_file()
+    source = (ROOT / "rla_core/models/train_worker.py").read_text(encoding="utf-8")
+    assert "deepspeed.yaml" not in source  # the name comes from trainer.ACCELERATE_CONFIGS
