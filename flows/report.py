@@ -4,7 +4,8 @@ A run report shows learning curves (train success; held-out success with its Wil
 reward model's step accuracy and outcome agreement, update health (KL, clip fraction, rows kept,
 zero-advantage share), the task pool (active / pending / accepted / rejected, difficulty knobs) and
 time per stage. A study report overlays the arms (mean over seeds, with the t-interval band when there
-are several seeds) and shows the Table-1-style summary. plotly.js is inlined once, so the file opens
+are several seeds) and shows the Table-1-style summary, with every pair of arms compared paired by seed
+(table ``pairs``, :func:`flows.study.paired_comparisons`). plotly.js is inlined once, so the file opens
 offline. Each figure is a ``<div class="rla-figure" id="fig-<name>">``; the figures and the HTML are
 also logged to the run's (or study's) MLflow run as artifacts under ``report/``.
 
@@ -335,7 +336,8 @@ def _caption_html(text: str) -> str:
 
 
 def summary_html(summary: StudySummary) -> str:
-    """The study summary as HTML: the tables of :func:`flows.study.summary_tables`, cell for cell."""
+    """The study summary as HTML: the tables of :func:`flows.study.summary_tables`, cell for cell (among
+    them ``pairs``, the paired arm comparisons, when the study has two or more arms)."""
     parts = ["<h2>Summary</h2>"]
     for table in summary_tables(summary):
         parts.append(f"<p>{_caption_html(table.caption)}</p>{html_table(table.id, table.frame)}")

@@ -10,8 +10,9 @@ Re-running ``rla study ID`` continues where it stopped: finished runs are skippe
 is committed), unfinished ones resume. The study keeps ``<root>/<study>/study.json`` (base config, arms,
 seeds), ``study.parquet`` (artifact ``study``: one row per study, arm, seed, run, iteration and metric),
 ``walltime/*.parquet`` (artifact ``study_walltime``: one file per sitting of a run, appended, never
-rewritten) and ``summary.md`` (the Table-1-style summary). The summary's tables are built once
-(:func:`summary_tables`) and rendered both to ``summary.md`` and to the HTML report.
+rewritten), ``pairs.parquet`` (artifact ``study_pairs``: every pair of arms compared paired by seed,
+:func:`paired_comparisons`) and ``summary.md`` (the Table-1-style summary). The summary's tables are
+built once (:func:`summary_tables`) and rendered both to ``summary.md`` and to the HTML report.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from rla_core.algo.stats import (
     MIN_SEEDS_TO_LEARN,
     Change,
     Interval,
+    PairedComparison,
     Proportion,
+    interval_verdict,
     proportion_text,
     wilson_interval,
 )
@@ -67,6 +70,7 @@ DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3)
 STUDY_FILE = "study.json"
 STUDY_FRAME = "study.parquet"
 SUMMARY_FILE = "summary.md"
+PAIRS_FRAME = "pairs.parquet"  # artifact study_pairs, rebuilt with study.parquet
 WALLTIME_DIR = "walltime"  # one Parquet file (artifact study_walltime) per finished sitting of a run
 # Studies started before the rows existed keep a JSON object run id → wall seconds: read, never written.
 LEGACY_WALLTIME_FILE = "walltime.json"
@@ -380,10 +384,26 @@ class ArmSummary:
 
 
 @dataclass(frozen=True)
+class PairSummary:
+    """Two arms of a study compared paired by seed: ``arm − baseline`` (:class:`PairedComparison`)."""
+
+    arm: str
+    baseline: str
+    seeds: tuple[int, ...]  # the seeds paired, in the study's order
+    comparison: PairedComparison
+
+    @property
+    def episodes(self) -> int:
+        """Paired episodes behind the episode view (0 when it was not computed)."""
+        return len(self.comparison.episodes.values)
+
+
+@dataclass(frozen=True)
 class StudySummary:
     study_id: str
     arms: list[ArmSummary]
     seeds: list[SeedResult] = field(default_factory=list)
+    pairs: list[PairSummary] = field(default_factory=list)
 
     def markdown(self) -> str:
         """The Table-1-style summary (and per-run Wilson intervals) as Markdown: :func:`summary_tables`."""
@@ -423,7 +443,8 @@ def summary_tables(summary: StudySummary) -> list[SummaryTable]:
 
     ``summary``: per arm, held-out success at iteration 0 and the end (mean over seeds, t-interval), the
     paired change Δ, whether the arm learns (:func:`rla_core.algo.stats.learns`), reward-model accuracy,
-    accepted rewrites and time. ``summary-clean``: the same for clean success. ``per-run``: each run's
+    accepted rewrites and time. ``summary-clean``: the same for clean success. ``pairs`` (with two or more
+    arms): every pair of arms paired by seed (:func:`paired_comparisons`). ``per-run``: each run's
     evaluation points as proportions with their Wilson intervals. ``arms``: what each arm switches.
     """
 
@@ -459,6 +480,27 @@ def summary_tables(summary: StudySummary) -> list[SummaryTable]:
         ],
     )  # fmt: skip
     arms = _cells(["arm", "what it runs"], [[a.arm, ARM_DESCRIPTIONS.get(a.arm, "")] for a in summary.arms])
+    pairs = _cells(
+        ["arm − baseline", "seeds", "end Δ per seed", "end Δ [95% t]", "decision", "change Δ [95% t]",
+         "episodes", "episode Δ [95% normal]", "on these episodes"],
+        [
+            [f"{p.arm} − {p.baseline}", str(len(p.seeds)), per_seed_text(p.seeds, p.comparison.end.values) or "–",
+             p.comparison.end.text(), p.comparison.verdict, p.comparison.change.text(),
+             str(p.episodes) if p.episodes else "–", p.comparison.episodes.text(),
+             interval_verdict(p.comparison.episodes) if p.episodes else "–"]
+            for p in summary.pairs
+        ],
+    )  # fmt: skip
+    pairs_table = SummaryTable(
+        "pairs",
+        "Arms compared paired by seed (held-out success, arm − baseline; the runs of one seed share the warm "
+        "start and play the same evaluation episodes). The decision is the 95% t-interval over seeds of the "
+        f"per-seed end difference: higher / lower when it lies above / below 0 with ≥ {MIN_SEEDS_TO_LEARN} "
+        "seeds. Change Δ: the same for the change from iteration 0. Episode Δ: per-episode differences at the "
+        "end pooled over seeds (paired normal interval, stratified by seed): how far these episodes separate "
+        "the trained policies, not evidence over training seeds.",
+        pairs,
+    )
     return [
         SummaryTable(
             "summary",
@@ -469,6 +511,7 @@ def summary_tables(summary: StudySummary) -> list[SummaryTable]:
             main,
         ),
         SummaryTable("summary-clean", f"Held-out clean success: {CLEAN_EXPLAINED}", clean),
+        *([pairs_table] if summary.pairs else []),
         SummaryTable("per-run", "Per run (successes/episodes, Wilson 95% interval):", per_run),
         SummaryTable("arms", "Arms:", arms),
     ]
@@ -537,12 +580,172 @@ def seed_results(frame: pl.DataFrame) -> list[SeedResult]:
     return out
 
 
-def summarize(
-    study_id: str, frame: pl.DataFrame, arms: Sequence[str], *, wall_s: dict[str, float] | None = None
-) -> StudySummary:
-    """The Table-1-style summary of a study frame: per arm, intervals over seeds.
+# One episode of an evaluation: the same game, episode seed and sampling seed in every run of one seed.
+EVAL_KEY = ("task_id", "rollout_id")
+EpisodeReader = Callable[[str, int], pl.DataFrame | None]  # (run id, iteration) → its 'eval' frame
 
-    ``wall_s`` (run id → seconds of wall time, :func:`read_walltimes`) adds the wall time per run.
+
+def read_eval(store: ArtifactStore, run_id: str, iteration: int) -> pl.DataFrame | None:
+    """The 'eval' frame a run committed at ``iteration`` (from the stage that wrote it), or None."""
+    for stage in store.list_stages(run_id, iteration):
+        manifest = store.manifest(run_id, iteration, stage)
+        if manifest is not None and "eval" in manifest.frames:
+            return store.read_frame(run_id, iteration, stage, "eval")
+    return None
+
+
+def episode_wins(evals: pl.DataFrame, *, where: str) -> dict[tuple[str, int], int]:
+    """(task_id, rollout_id) → 1 if the episode was won (outcome > 0), else 0; ArtifactError on duplicates."""
+    duplicated = int(evals.select(EVAL_KEY).is_duplicated().sum())
+    if duplicated:
+        raise ArtifactError(
+            f"the 'eval' frame of {where} has {duplicated} rows sharing a (task_id, rollout_id): its episodes "
+            "cannot be paired with another arm's; re-run that evaluation (`rla resume RUN_ID --from-stage "
+            "evaluate --iteration N`)"
+        )
+    won = (evals["outcome"] > 0).cast(pl.Int64).to_list()
+    keys = zip(evals["task_id"].to_list(), evals["rollout_id"].to_list(), strict=True)
+    return dict(zip(keys, won, strict=True))
+
+
+def episode_differences(
+    arm: dict[tuple[str, int], int],
+    baseline: dict[tuple[str, int], int],
+    *,
+    arm_where: str,
+    baseline_where: str,
+) -> list[float]:
+    """Per episode, win(arm) − win(baseline), in (task_id, rollout_id) order; the two must hold the same episodes.
+
+    ArtifactError when either holds an episode the other lacks (counts and an example of each).
+    """
+    only_arm, only_baseline = sorted(arm.keys() - baseline.keys()), sorted(baseline.keys() - arm.keys())
+    if only_arm or only_baseline:
+
+        def example(keys: list[tuple[str, int]]) -> str:
+            return f" (e.g. task {keys[0][0]!r} rollout {keys[0][1]})" if keys else ""
+
+        raise ArtifactError(
+            f"cannot pair the held-out episodes of {arm_where} and {baseline_where}: {len(only_arm)} episode(s) "
+            f"only in the first{example(only_arm)}, {len(only_baseline)} only in the second"
+            f"{example(only_baseline)}; the runs of one seed must evaluate the same held-out tasks with the "
+            "same evaluation settings (the study's base config), so that they play the same episodes"
+        )
+    return [float(arm[k] - baseline[k]) for k in sorted(arm)]
+
+
+def paired_comparisons(
+    seeds: Sequence[SeedResult], arms: Sequence[str], *, episodes: EpisodeReader | None = None
+) -> list[PairSummary]:
+    """Every pair of arms, paired by seed: ``arm − baseline`` for each arm against every earlier one.
+
+    Runs of one seed share the warm start and play the same evaluation episodes (one evaluation seed per
+    run seed, :func:`tasks.evaluate.eval_seed`), so their difference is measured without the luck of two
+    draws. A seed is paired when both runs were evaluated at iteration 0 and their last evaluations are at
+    the same iteration (a half-finished study compares only what both runs reached). ``episodes`` (run id,
+    iteration → its 'eval' frame) adds the second view, per-episode differences at the end pooled over
+    seeds; episodes pair by (task_id, rollout_id), and an ArtifactError says so when two runs of one seed
+    did not play the same episodes.
+    """
+    by_key = {(s.arm, s.seed): s for s in seeds}
+    wins_of: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
+
+    def wins(s: SeedResult) -> dict[tuple[str, int], int]:
+        key = (s.run_id, s.last_iteration)
+        if key not in wins_of:
+            assert episodes is not None
+            evals = episodes(s.run_id, s.last_iteration)
+            where = f"run {s.run_id} (iteration {s.last_iteration})"
+            if evals is None:
+                raise ArtifactError(
+                    f"{where} has evaluation metrics but no committed 'eval' frame; `rla status {s.run_id}` "
+                    "shows its stages"
+                )
+            wins_of[key] = episode_wins(evals, where=where)
+        return wins_of[key]
+
+    out = []
+    for i, baseline in enumerate(arms):
+        for arm in arms[i + 1 :]:
+            points, diffs, paired = [], [], []
+            for a in (s for s in seeds if s.arm == arm):
+                b = by_key.get((baseline, a.seed))
+                if b is None or a.before is None or a.end is None or b.before is None or b.end is None:
+                    continue
+                if a.last_iteration != b.last_iteration:
+                    continue
+                points.append(((a.before, a.end), (b.before, b.end)))
+                paired.append(a.seed)
+                if episodes is not None:
+                    diffs.append(
+                        episode_differences(
+                            wins(a), wins(b), arm_where=f"run {a.run_id}", baseline_where=f"run {b.run_id}"
+                        )
+                    )
+            out.append(PairSummary(arm, baseline, tuple(paired), PairedComparison.of(points, diffs)))
+    return out
+
+
+PAIR_METHOD_SEEDS = "t over seeds"
+PAIR_METHOD_EPISODES = "paired normal over episodes, stratified by seed"
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def per_seed_text(seeds: Sequence[int], values: Sequence[float]) -> str:
+    """``s1 +0.055, s2 +0.075, s3 -0.025``: one paired difference per seed."""
+    return ", ".join(f"s{seed} {v:+.3f}" for seed, v in zip(seeds, values, strict=True))
+
+
+def pairs_frame(study_id: str, pairs: Sequence[PairSummary]) -> pl.DataFrame:
+    """Artifact ``study_pairs``: per pair of arms three rows, quantity ``end`` (decides), ``change`` and
+    ``end_episodes`` (the episode view)."""
+    rows: list[dict[str, Any]] = []
+    for p in pairs:
+        c = p.comparison
+        for quantity, interval, method, decides, verdict, per_seed in (
+            ("end", c.end, PAIR_METHOD_SEEDS, True, c.verdict, per_seed_text(p.seeds, c.end.values)),
+            ("change", c.change, PAIR_METHOD_SEEDS, False, c.change_verdict,
+             per_seed_text(p.seeds, c.change.values)),
+            ("end_episodes", c.episodes, PAIR_METHOD_EPISODES, False, interval_verdict(c.episodes), None),
+        ):  # fmt: skip
+            rows.append(
+                {
+                    "study": study_id, "arm": p.arm, "baseline": p.baseline, "quantity": quantity,
+                    "method": method, "decides": decides, "seeds": len(p.seeds), "n": len(interval.values),
+                    "mean": _finite(interval.mean), "low": _finite(interval.low),
+                    "high": _finite(interval.high), "verdict": verdict, "per_seed": per_seed,
+                }
+            )  # fmt: skip
+    if not rows:
+        return empty_frame("study_pairs")
+    frame = pl.DataFrame(rows, schema=empty_frame("study_pairs").schema)
+    return validate("study_pairs", frame, where=f"study {study_id}")
+
+
+def read_pairs_frame(store: ArtifactStore, study_id: str) -> pl.DataFrame | None:
+    """The stored pair rows of a study, or None when none were written yet."""
+    data = store.read_run_file(check_name(study_id, what="study id"), PAIRS_FRAME)
+    return (
+        None if data is None else validate("study_pairs", pl.read_parquet(io.BytesIO(data)), where=study_id)
+    )
+
+
+def summarize(
+    study_id: str,
+    frame: pl.DataFrame,
+    arms: Sequence[str],
+    *,
+    wall_s: dict[str, float] | None = None,
+    episodes: EpisodeReader | None = None,
+) -> StudySummary:
+    """The Table-1-style summary of a study frame: per arm, intervals over seeds; per pair of arms, the
+    paired comparison (:func:`paired_comparisons`).
+
+    ``wall_s`` (run id → seconds of wall time, :func:`read_walltimes`) adds the wall time per run;
+    ``episodes`` (run id, iteration → 'eval' frame, e.g. :func:`read_eval`) the episode view of the pairs.
     """
     seeds = [dataclasses.replace(s, wall_s=(wall_s or {}).get(s.run_id)) for s in seed_results(frame)]
     out = []
@@ -570,14 +773,25 @@ def summarize(
                 wall_s=Interval.of([s.wall_s for s in full if s.wall_s is not None]),
             )
         )
-    return StudySummary(study_id=study_id, arms=out, seeds=seeds)
+    pairs = paired_comparisons(seeds, arms, episodes=episodes)
+    return StudySummary(study_id=study_id, arms=out, seeds=seeds, pairs=pairs)
 
 
 def refresh_study(store: ArtifactStore, spec: StudySpec) -> tuple[pl.DataFrame, StudySummary]:
-    """Rebuild study.parquet and summary.md from the runs' artifacts and wall-time rows; returns both."""
+    """Rebuild study.parquet, pairs.parquet and summary.md from the runs' artifacts and wall-time rows;
+    returns the frame and the summary."""
     frame = study_frame(store, spec)
     write_study_frame(store, spec, frame)
-    summary = summarize(spec.study_id, frame, spec.arms, wall_s=read_walltimes(store, spec.study_id))
+    summary = summarize(
+        spec.study_id,
+        frame,
+        spec.arms,
+        wall_s=read_walltimes(store, spec.study_id),
+        episodes=lambda run_id, iteration: read_eval(store, run_id, iteration),
+    )
+    buf = io.BytesIO()
+    pairs_frame(spec.study_id, summary.pairs).write_parquet(buf)
+    store.write_run_file(spec.study_id, PAIRS_FRAME, buf.getvalue())
     store.write_run_file(spec.study_id, SUMMARY_FILE, summary.markdown().encode())
     return frame, summary
 

@@ -241,6 +241,25 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "wall_s": F64,
             },
         ),
+        _schema(
+            "study_pairs",
+            "Arms of a study compared paired by seed: per pair of arms, one row per compared quantity.",
+            {
+                "study": Str,
+                "arm": Str,
+                "baseline": Str,
+                "quantity": Str,
+                "method": Str,
+                "decides": Bool,
+                "seeds": I64,
+                "n": I64,
+                "mean": F64,
+                "low": F64,
+                "high": F64,
+                "verdict": Str,
+                "per_seed": Str,
+            },
+        ),
     ]
 }
 

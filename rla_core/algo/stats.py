@@ -5,7 +5,9 @@ incomplete beta function). Used by ``rla study`` to build its Table-1-style summ
 :class:`Proportion` per evaluation point (successes of episodes, Wilson interval), an :class:`Interval`
 of a mean over seeds, a :class:`Change` of an arm from iteration 0 to its end (paired per seed), and
 the rule :func:`learns` that decides whether an arm learns. :func:`proportion_text` is the one way a
-proportion is written in the summary and the report.
+proportion is written in the summary and the report. Two arms are compared by :class:`PairedComparison`:
+per-seed differences with a t-interval over seeds (which decides, :func:`paired_verdict`), and as a
+second view the per-episode differences pooled over seeds (:func:`paired_episode_interval`).
 
 Example:
     >>> lo, hi = wilson_interval(5, 10)
@@ -20,6 +22,10 @@ Example:
     '5/10 = 0.500 [0.237, 0.763]'
     >>> learns([0.02, 0.03, 0.04]), learns([0.025, 0.025])
     (True, False)
+    >>> [paired_verdict(d) for d in ([0.02, 0.03, 0.04], [-0.02, -0.03, -0.04], [0.1, -0.1, 0.0])]
+    ['higher', 'lower', 'not separated']
+    >>> paired_episode_interval([[1, 0, 0, -1], [1, 1, 0, 0]]).text()
+    '0.250 [-0.240, 0.740]'
 """
 
 from __future__ import annotations
@@ -239,3 +245,115 @@ class Change:
     def learns(self) -> bool:
         """:func:`learns` on the paired per-seed changes."""
         return learns(self.delta.values)
+
+
+# ---- two arms, paired ------------------------------------------------------------------------------
+
+HIGHER, LOWER, NOT_SEPARATED, TOO_FEW_SEEDS = "higher", "lower", "not separated", "too few seeds"
+
+
+def paired_verdict(diffs: Sequence[float], *, min_seeds: int = MIN_SEEDS_TO_LEARN) -> str:
+    """What per-seed differences ``arm − baseline`` (one per seed, paired) say about the arm.
+
+    The rule of :func:`learns`, applied both ways: "higher" when the 95 % t-interval of the differences
+    over at least ``min_seeds`` seeds lies above 0, "lower" when it lies below 0, "not separated" when it
+    contains 0, and "too few seeds" with fewer than ``min_seeds`` (two seeds can agree by chance).
+    """
+    if len(diffs) < max(min_seeds, 2):
+        return TOO_FEW_SEEDS
+    if learns(diffs, min_seeds=min_seeds):
+        return HIGHER
+    if learns([-d for d in diffs], min_seeds=min_seeds):
+        return LOWER
+    return NOT_SEPARATED
+
+
+def paired_episode_interval(groups: Sequence[Sequence[float]], *, z: float = Z_95) -> Interval:
+    """Per-episode paired differences pooled over seeds: their mean with a paired normal interval.
+
+    ``groups``: one sequence per seed of per-episode differences ``d = win(arm) − win(baseline)`` (each
+    −1, 0 or +1) on the same episodes (same game, episode and sampling seeds) under the two policies. The
+    mean is over all N episodes; its variance is stratified by seed, ``Σ_s n_s · s_s² / N²`` with
+    ``s_s²`` the sample variance of seed s's differences: within a seed the two trained policies are
+    fixed and only the episodes vary, so the spread *between* seeds (training luck) is left out on
+    purpose: that is the t-interval over seeds, which decides. The interval is ``mean ± z · sqrt(var)``.
+
+    Why a normal interval and not a paired bootstrap: the mean of N ≈ 600 bounded differences is close
+    to normal, and a percentile bootstrap of that mean converges to the same interval; the closed form
+    needs no resampling seed, costs nothing and can be checked by hand. Both are too narrow when only a
+    few episodes differ between the arms (then every difference is 0 but a handful); with no episode
+    that differs the interval is the single point 0, as a bootstrap's would be. Episodes of one game are
+    counted as independent, which they are not quite: one more reason this view does not decide.
+
+    A seed with a single episode has no variance: the ends are NaN then (never a fabricated width).
+    """
+    xs = [[float(d) for d in g] for g in groups]
+    if not xs or any(not g for g in xs):
+        raise ConfigError("paired_episode_interval needs at least one episode for every seed")
+    n = sum(len(g) for g in xs)
+    flat = tuple(d for g in xs for d in g)
+    mean = math.fsum(flat) / n
+    if any(len(g) < 2 for g in xs):
+        return Interval(mean, math.nan, math.nan, flat)
+    var = 0.0
+    for g in xs:
+        m = math.fsum(g) / len(g)
+        var += len(g) * math.fsum((d - m) ** 2 for d in g) / (len(g) - 1)
+    half = z * math.sqrt(var) / n
+    return Interval(mean, mean - half, mean + half, flat)
+
+
+def interval_verdict(interval: Interval) -> str:
+    """Whether an interval of ``arm − baseline`` lies above 0 ("higher"), below 0 ("lower") or neither."""
+    if math.isnan(interval.low) or math.isnan(interval.high):
+        return NOT_SEPARATED
+    if interval.low > 0:
+        return HIGHER
+    if interval.high < 0:
+        return LOWER
+    return NOT_SEPARATED
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Arm versus baseline on held-out success, paired by seed (runs of one seed share the warm start and
+    every evaluation episode).
+
+    ``end``: per seed, end(arm) − end(baseline), t-interval over seeds: **the interval that decides**
+    (:attr:`verdict`). ``change``: per seed, Δ(arm) − Δ(baseline), Δ = end − iteration 0 (equal to ``end``
+    when iteration 0 is the same shared warm start). ``episodes``: the second view, per-episode
+    differences at the end pooled over seeds (:func:`paired_episode_interval`).
+    """
+
+    end: Interval
+    change: Interval
+    episodes: Interval
+
+    @staticmethod
+    def of(
+        points: Sequence[tuple[tuple[Proportion, Proportion], tuple[Proportion, Proportion]]],
+        episodes: Sequence[Sequence[float]] = (),
+    ) -> PairedComparison:
+        """From one ((arm before, arm end), (baseline before, baseline end)) per seed, and optionally one
+        sequence of per-episode end differences per seed (none: the episode view is empty)."""
+        end = [a_end.rate - b_end.rate for (_ab, a_end), (_bb, b_end) in points]
+        change = [(a_end.rate - a0.rate) - (b_end.rate - b0.rate) for (a0, a_end), (b0, b_end) in points]
+        return PairedComparison(
+            end=Interval.of(end),
+            change=Interval.of(change),
+            episodes=paired_episode_interval(episodes) if episodes else Interval.of([]),
+        )
+
+    @property
+    def seeds(self) -> int:
+        return len(self.end.values)
+
+    @property
+    def verdict(self) -> str:
+        """:func:`paired_verdict` of the per-seed end differences: what the study concludes."""
+        return paired_verdict(self.end.values)
+
+    @property
+    def change_verdict(self) -> str:
+        """:func:`paired_verdict` of the per-seed differences of the change from iteration 0."""
+        return paired_verdict(self.change.values)

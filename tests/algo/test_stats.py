@@ -15,8 +15,13 @@ from rla_core.algo.stats import (
     MIN_SEEDS_TO_LEARN,
     Change,
     Interval,
+    PairedComparison,
+    Proportion,
+    interval_verdict,
     learns,
     mean_interval,
+    paired_episode_interval,
+    paired_verdict,
     proportion,
     proportion_text,
     t_cdf,
@@ -148,6 +153,95 @@ def test_proportion_text_and_interval_text() -> None:
     assert proportion_text(None) == "not evaluated yet"
     assert Interval.of([0.2, 0.3, 0.4]).text() == "0.300 [0.052, 0.548]"  # test_mean_interval_three_seeds
     assert Interval.of([0.4]).text(2) == "0.40" and Interval.of([]).text() == "–"
+
+
+def test_paired_seed_differences_of_two_arms() -> None:
+    # Arm vs baseline, 3 seeds, successes of 200; both arms start from the seed's shared warm start (40/200).
+    # End: seed 1 arm 70 vs baseline 60, seed 2 75 vs 60, seed 3 55 vs 60
+    # per-seed differences: 70/200 − 60/200 = 0.35 − 0.30 = 0.05; 0.375 − 0.30 = 0.075; 0.275 − 0.30 = −0.025
+    # mean = (0.05 + 0.075 − 0.025) / 3 = 0.1 / 3 = 0.0333333
+    # deviations +0.0166667, +0.0416667, −0.0583333; squares 0.00027778, 0.00173611, 0.00340278; sum 0.00541667
+    # s² = 0.00541667 / (3 − 1) = 0.00270833, s = 0.0520416; se = 0.0520416 / √3 = 0.0520416 / 1.7320508 = 0.0300463
+    # t(0.975, df 2) = 4.302653, half = 4.302653 · 0.0300463 = 0.1292786
+    # interval [0.0333333 − 0.1292786, 0.0333333 + 0.1292786] = [−0.0959453, 0.1626120]: contains 0
+    Point = tuple[Proportion, Proportion]  # (iteration 0, end) of one run
+
+    def seed(arm_end: int, base_end: int, arm_before: int = 40) -> tuple[Point, Point]:
+        arm = (proportion(arm_before, 200), proportion(arm_end, 200))
+        return arm, (proportion(40, 200), proportion(base_end, 200))
+
+    pair = PairedComparison.of([seed(70, 60), seed(75, 60), seed(55, 60)])
+    assert pair.end.values == pytest.approx((0.05, 0.075, -0.025))
+    assert pair.end.mean == pytest.approx(0.0333333, abs=1e-6)
+    assert pair.end.low == pytest.approx(-0.0959453, abs=1e-6)
+    assert pair.end.high == pytest.approx(0.1626120, abs=1e-6)
+    assert pair.end.text() == "0.033 [-0.096, 0.163]"
+    assert pair.seeds == 3 and pair.verdict == "not separated"
+    # Same iteration 0 in both arms: the difference of the changes is the difference of the ends.
+    assert pair.change.values == pytest.approx(pair.end.values) and pair.change_verdict == "not separated"
+    # No episodes given: the episode view is empty.
+    assert pair.episodes.values == () and math.isnan(pair.episodes.mean)
+    # Iteration 0 differing in seed 3 (arm 30/200 = 0.15, baseline 0.20):
+    # change of seed 3 = (0.275 − 0.15) − (0.30 − 0.20) = 0.125 − 0.1 = 0.025, while its end difference stays −0.025
+    other = PairedComparison.of([seed(70, 60), seed(75, 60), seed(55, 60, arm_before=30)])
+    assert other.change.values == pytest.approx((0.05, 0.075, 0.025))
+    assert other.end.values == pytest.approx(pair.end.values)
+    # changes 0.05, 0.075, 0.025: mean 0.15 / 3 = 0.05; deviations 0, +0.025, −0.025; squares sum 0.00125
+    # s² = 0.000625, s = 0.025, se = 0.025 / 1.7320508 = 0.0144338, half = 4.302653 · 0.0144338 = 0.0621033
+    # low = 0.05 − 0.0621033 = −0.0121033 < 0
+    assert other.change.low == pytest.approx(-0.0121033, abs=1e-6) and other.change_verdict == "not separated"
+
+
+def test_paired_verdict_both_ways_and_with_too_few_seeds() -> None:
+    # 0.02, 0.03, 0.04: low = 0.0051586 > 0 (test_an_arm_learns_...): higher; negated: high = −0.0051586 < 0
+    assert paired_verdict([0.02, 0.03, 0.04]) == "higher"
+    assert paired_verdict([-0.02, -0.03, -0.04]) == "lower"
+    # 0.05, 0.075, −0.025: [−0.096, 0.163] contains 0 (test_paired_seed_differences_of_two_arms)
+    assert paired_verdict([0.05, 0.075, -0.025]) == "not separated"
+    # Two seeds that agree exactly (zero width, above 0) are not enough, as for `learns`.
+    assert paired_verdict([0.025, 0.025]) == "too few seeds" and paired_verdict([]) == "too few seeds"
+    assert paired_verdict([0.025, 0.025], min_seeds=2) == "higher"
+
+
+def test_paired_episode_interval_by_hand() -> None:
+    # Two seeds of 4 paired episodes each, d = win(arm) − win(baseline):
+    # seed 1: +1, 0, 0, −1 (sum 0); seed 2: +1, +1, 0, 0 (sum 2); N = 8, mean = 2 / 8 = 0.25
+    # seed 1: mean 0, squared deviations 1, 0, 0, 1 → sum 2, s² = 2 / 3, n · s² = 4 · 2/3 = 8/3
+    # seed 2: mean 0.5, squared deviations 0.25 × 4 → sum 1, s² = 1 / 3, n · s² = 4/3
+    # var(mean) = (8/3 + 4/3) / N² = 4 / 64, sd = 2 / 8 = 0.25; half = 1.959964 · 0.25 = 0.489991
+    interval = paired_episode_interval([[1, 0, 0, -1], [1, 1, 0, 0]])
+    assert interval.mean == pytest.approx(0.25)
+    assert interval.low == pytest.approx(0.25 - 0.489991, abs=1e-6)
+    assert interval.high == pytest.approx(0.25 + 0.489991, abs=1e-6)
+    assert len(interval.values) == 8 and interval_verdict(interval) == "not separated"
+    # All differences equal: no spread within any seed, a single point (what a bootstrap would give too).
+    same = paired_episode_interval([[1, 1], [1, 1, 1]])
+    assert (same.mean, same.low, same.high) == (1.0, 1.0, 1.0) and interval_verdict(same) == "higher"
+    nothing = paired_episode_interval([[0, 0, 0], [0, 0]])
+    assert (nothing.mean, nothing.low, nothing.high) == (0.0, 0.0, 0.0)
+    assert interval_verdict(nothing) == "not separated"
+    # Stratified by seed: seed 1 all +1, seed 2 all 0. Pooled mean (2 + 0) / 4 = 0.5; within each seed the
+    # differences do not vary, so the interval is [0.5, 0.5]: the spread between seeds is the t-interval's.
+    between = paired_episode_interval([[1, 1], [0, 0]])
+    assert (between.mean, between.low, between.high) == (0.5, 0.5, 0.5)
+    # A seed of one episode has no variance: unknown ends, never a fabricated width.
+    one = paired_episode_interval([[1, 0], [1]])
+    assert one.mean == pytest.approx(2 / 3) and math.isnan(one.low) and math.isnan(one.high)
+    assert interval_verdict(one) == "not separated"
+    with pytest.raises(ConfigError, match="at least one episode"):
+        paired_episode_interval([[1], []])
+    # The episode view inside a comparison: given per-seed episode differences.
+    pair = PairedComparison.of(
+        [((proportion(1, 4), proportion(2, 4)), (proportion(1, 4), proportion(2, 4)))], [[1, 0, 0, -1]]
+    )
+    assert pair.episodes.mean == 0.0 and pair.end.values == (0.0,) and pair.verdict == "too few seeds"
+
+
+def test_interval_verdict() -> None:
+    assert interval_verdict(Interval(0.1, 0.01, 0.2, ())) == "higher"
+    assert interval_verdict(Interval(-0.1, -0.2, -0.01, ())) == "lower"
+    assert interval_verdict(Interval(0.1, 0.0, 0.2, ())) == "not separated"  # touching 0 is not above it
+    assert interval_verdict(Interval.of([])) == "not separated"
 
 
 SOURCE_DIRS = ("rla_core", "flows", "tasks", "benchmarks", "scripts")

@@ -1,7 +1,8 @@
 """`rla study` and `rla report` end to end (issue 15): a real 2-arm × 1-seed study of test-preset runs,
 its study.parquet and summary, HTML reports opened in headless Chromium (every figure holds its data),
 continuing a finished study, and the specific errors for bad input. Also, without a study: the summary's
-tables (one set of cells, rendered to Markdown and HTML) on a hand-made study frame, and the wall-time rows."""
+tables (one set of cells, rendered to Markdown and HTML) on a hand-made study frame, the wall-time rows, and
+the paired arm comparisons of a hand-made 2-arm × 2-seed study (eval artifacts written by hand)."""
 
 from __future__ import annotations
 
@@ -16,18 +17,26 @@ import pytest
 
 from flows.study import (
     EVAL_RATE,
+    PAIRS_FRAME,
+    STUDY_FILE,
     STUDY_FRAME,
     SUMMARY_FILE,
     WALLTIME_DIR,
+    StudySpec,
     StudySummary,
+    read_eval,
+    read_pairs_frame,
     read_walltimes,
     record_walltime,
+    refresh_study,
     run_id_for,
+    study_frame,
     summarize,
     summary_tables,
     walltime_frame,
 )
 from rla_core.algo.stats import proportion, proportion_text, wilson_interval
+from rla_core.errors import ArtifactError
 from rla_core.schemas import validate
 from rla_core.store import ArtifactStore
 from tests.flows.conftest import FlowEnv
@@ -146,10 +155,24 @@ def test_study_writes_runs_frame_and_summary(flow_env: FlowEnv, study_root: Path
     assert sorted(walls["run_id"].to_list()) == sorted(runs) and (walls["wall_s"] > 0).all()
     # summary.md is the summary of the stored frame and wall times, table for table and cell for cell ...
     tables = markdown_tables((store.read_run_file(STUDY, SUMMARY_FILE) or b"").decode())
-    expected = summary_tables(summarize(STUDY, frame, ARMS, wall_s=read_walltimes(store, STUDY)))
-    assert tables == [frame_rows(t.frame) for t in expected]
+    summary = summarize(
+        STUDY, frame, ARMS, wall_s=read_walltimes(store, STUDY), episodes=lambda r, i: read_eval(store, r, i)
+    )
+    assert tables == [frame_rows(t.frame) for t in summary_tables(summary)]
+    # The pair rows: full − policy, paired on seed 1, from the two runs' own eval artifacts.
+    pairs = read_pairs_frame(store, STUDY)
+    assert pairs is not None and pairs["quantity"].to_list() == ["end", "change", "end_episodes"]
+    assert set(pairs["arm"]) == {"full"} and set(pairs["baseline"]) == {"policy"}
+    ends = [store.read_frame(run_id_for(STUDY, arm, 1), 1, "evaluate", "eval") for arm in ("full", "policy")]
+    joined = ends[0].join(ends[1], on=["task_id", "rollout_id"], suffix="_base")
+    assert joined.height == ends[0].height == ends[1].height  # the two arms played the same episodes
+    diff = float(((joined["outcome"] > 0).cast(int) - (joined["outcome_base"] > 0).cast(int)).mean() or 0.0)
+    row = {r["quantity"]: r for r in pairs.iter_rows(named=True)}
+    assert row["end"]["mean"] == pytest.approx(diff) and row["end_episodes"]["mean"] == pytest.approx(diff)
+    assert row["end"]["verdict"] == "too few seeds" and row["end"]["low"] is None  # one seed: no interval
+    assert row["end_episodes"]["n"] == joined.height and row["end"]["decides"]
     # ... and its cells are the runs' numbers: per run, successes/episodes of its own eval artifacts
-    main, _clean, per_run, arms = (
+    main, _clean, _pairs, per_run, arms = (
         {row[0]: dict(zip(t[0], row, strict=True)) for row in t[1:]} for t in tables
     )
     assert set(main) == set(arms) == set(ARMS) and set(per_run) == runs
@@ -217,7 +240,13 @@ def test_reports_render_in_chromium_with_every_figure_holding_its_data(
     spec_frame = validate(
         "study", pl.read_parquet(io.BytesIO(store.read_run_file(STUDY, STUDY_FRAME) or b""))
     )
-    summary = summarize(STUDY, spec_frame, ARMS, wall_s=read_walltimes(store, STUDY))
+    summary = summarize(
+        STUDY,
+        spec_frame,
+        ARMS,
+        wall_s=read_walltimes(store, STUDY),
+        episodes=lambda r, i: read_eval(store, r, i),
+    )
     markdown = (store.read_run_file(STUDY, SUMMARY_FILE) or b"").decode()
     assert_rendered_cell_for_cell(summary, markdown, study_html.read_text(encoding="utf-8"))
     assert [row[0] for row in html_tables(study_html.read_text(encoding="utf-8"))["summary"][1:]] == list(
@@ -410,3 +439,124 @@ def test_report_needs_exactly_one_of_run_and_study(tmp_path: Path) -> None:
         build_report(store, run_id="r", study_id="s")
     with pytest.raises(UsageError, match=r"given neither .*`rla report RUN_ID`"):
         build_report(store, run_id=None, study_id=None)
+
+
+def _write_eval(
+    store: ArtifactStore, run_id: str, iteration: int, wins: list[int], rollouts: int = 2
+) -> None:
+    """Commit an evaluate stage by hand: episode k is task ``t<k // rollouts>``, rollout ``k % rollouts``."""
+    n = len(wins)
+    writer = store.begin(run_id, iteration, "evaluate")
+    writer.write_frame(
+        "eval",
+        pl.DataFrame(
+            {
+                "iteration": [iteration] * n,
+                "task_id": [f"t{k // rollouts}" for k in range(n)],
+                "rollout_id": [k % rollouts for k in range(n)],
+                "outcome": [1.0 if w else -1.0 for w in wins],
+                "steps": [3] * n,
+                "invalid_actions": [0] * n,
+            }
+        ),
+    )
+    writer.commit("hand-made", {}, {"metrics": {}})
+
+
+def _hand_study(root: Path, ends: dict[tuple[str, int], list[int]]) -> tuple[ArtifactStore, StudySpec]:
+    """Study ``ps``: arms policy and full, seeds 1 and 2, evaluated at iterations 0 (the seed's warm start,
+    the same in both arms) and 1 (``ends``), 4 episodes each (2 tasks × 2 rollouts)."""
+    store = ArtifactStore(str(root))
+    spec = StudySpec(study_id="ps", base={}, arms=("policy", "full"), seeds=(1, 2))
+    store.write_run_file("ps", STUDY_FILE, spec.to_json())
+    warm = {1: [1, 0, 0, 0], 2: [0, 1, 0, 0]}
+    for arm, seed, run_id in spec.run_ids():
+        store.write_run_info(run_id, config={}, config_hash="0" * 64, code_version="test")
+        _write_eval(store, run_id, 0, warm[seed])
+        _write_eval(store, run_id, 1, ends[(arm, seed)])
+    return store, spec
+
+
+def test_a_study_of_two_arms_and_two_seeds_writes_the_pair_rows_and_the_report_shows_them(
+    tmp_path: Path,
+) -> None:
+    from flows.report import study_report
+
+    # Held-out wins per episode at iteration 1 (episodes (t0, 0), (t0, 1), (t1, 0), (t1, 1)):
+    # seed 1: policy 1, 0, 0, 0 (0.25); full 1, 1, 0, 0 (0.50): end difference 0.25, per episode 0, +1, 0, 0
+    # seed 2: policy 0, 1, 0, 0 (0.25); full 1, 1, 1, 0 (0.75): end difference 0.50, per episode +1, 0, +1, 0
+    ends = {
+        ("policy", 1): [1, 0, 0, 0],
+        ("full", 1): [1, 1, 0, 0],
+        ("policy", 2): [0, 1, 0, 0],
+        ("full", 2): [1, 1, 1, 0],
+    }
+    store, spec = _hand_study(tmp_path, ends)
+    _frame, summary = refresh_study(store, spec)
+    assert store.read_run_file("ps", PAIRS_FRAME) is not None
+    pairs = read_pairs_frame(store, "ps")
+    assert pairs is not None and validate("study_pairs", pairs).equals(pairs)
+    rows = {r["quantity"]: r for r in pairs.iter_rows(named=True)}
+    assert list(rows) == ["end", "change", "end_episodes"]
+    assert {(r["study"], r["arm"], r["baseline"]) for r in rows.values()} == {("ps", "full", "policy")}
+    # Per seed (t over seeds, decides): 0.25, 0.50; mean 0.375; s = |0.50 − 0.25| / √2 = 0.1767767;
+    # se = s / √2 = 0.125; t(0.975, df 1) = 12.706205, half = 12.706205 · 0.125 = 1.5882756
+    end = rows["end"]
+    assert (end["seeds"], end["n"], end["decides"], end["method"]) == (2, 2, True, "t over seeds")
+    assert end["mean"] == pytest.approx(0.375)
+    assert end["low"] == pytest.approx(0.375 - 1.5882756, abs=1e-6)
+    assert end["high"] == pytest.approx(0.375 + 1.5882756, abs=1e-6)
+    assert (end["verdict"], end["per_seed"]) == ("too few seeds", "s1 +0.250, s2 +0.500")
+    # Iteration 0 is the same in both arms: the change differs exactly as the end does.
+    change = rows["change"]
+    assert (change["mean"], change["per_seed"], change["decides"]) == (end["mean"], end["per_seed"], False)
+    # Per episode, pooled over seeds: 0, +1, 0, 0 and +1, 0, +1, 0; N = 8, mean = 3 / 8 = 0.375
+    # seed 1: mean 0.25, squared deviations 0.0625 × 3 + 0.5625 = 0.75, s² = 0.25, n · s² = 1
+    # seed 2: mean 0.5, squared deviations 0.25 × 4 = 1, s² = 1/3, n · s² = 4/3
+    # var(mean) = (1 + 4/3) / 64 = 0.0364583, sd = 0.1909407; half = 1.959964 · 0.1909407 = 0.3742370
+    episodes = rows["end_episodes"]
+    assert (episodes["n"], episodes["seeds"], episodes["per_seed"]) == (8, 2, None)
+    assert episodes["mean"] == pytest.approx(0.375)
+    assert episodes["low"] == pytest.approx(0.375 - 0.3742370, abs=1e-6)
+    assert episodes["high"] == pytest.approx(0.375 + 0.3742370, abs=1e-6)
+    assert episodes["verdict"] == "higher"  # on these episodes; the decision (2 seeds) is not
+    # summary.md and the report show the pairs table, cell for cell.
+    table = {t.id: t.frame for t in summary_tables(summary)}["pairs"].to_dicts()
+    assert table == [
+        {
+            "arm − baseline": "full − policy",
+            "seeds": "2",
+            "end Δ per seed": "s1 +0.250, s2 +0.500",
+            "end Δ [95% t]": "0.375 [-1.213, 1.963]",
+            "decision": "too few seeds",
+            "change Δ [95% t]": "0.375 [-1.213, 1.963]",
+            "episodes": "8",
+            "episode Δ [95% normal]": "0.375 [0.001, 0.749]",
+            "on these episodes": "higher",
+        }
+    ]
+    markdown = (store.read_run_file("ps", SUMMARY_FILE) or b"").decode()
+    page = study_report(store, "ps").html()
+    assert_rendered_cell_for_cell(summary, markdown, page)
+    assert html_tables(page)["pairs"][1][0] == "full − policy"
+
+
+def test_pairing_episodes_that_differ_between_arms_is_an_error(tmp_path: Path) -> None:
+    # seed 2's full run played 3 rollouts per task: episodes (t0, 2) and (t1, 2) are only in it.
+    ends = {("policy", 1): [1, 0, 0, 0], ("full", 1): [1, 1, 0, 0], ("policy", 2): [0, 1, 0, 0]}
+    store = ArtifactStore(str(tmp_path))
+    spec = StudySpec(study_id="ps", base={}, arms=("policy", "full"), seeds=(1, 2))
+    store.write_run_file("ps", STUDY_FILE, spec.to_json())
+    for _arm, _seed, run_id in spec.run_ids():
+        store.write_run_info(run_id, config={}, config_hash="0" * 64, code_version="test")
+        _write_eval(store, run_id, 0, [1, 0, 0, 0])
+    for (arm, seed), wins in ends.items():
+        _write_eval(store, run_id_for("ps", arm, seed), 1, wins)
+    _write_eval(store, run_id_for("ps", "full", 2), 1, [1, 1, 1, 0, 0, 0], rollouts=3)
+    with pytest.raises(
+        ArtifactError, match=r"cannot pair the held-out episodes of run ps-full-s2 and run ps-policy-s2"
+    ):
+        refresh_study(store, spec)
+    # Without episodes (the seed-level view alone) the same runs still compare.
+    summary = summarize("ps", study_frame(store, spec), spec.arms)
+    assert summary.pairs[0].seeds == (1, 2) and summary.pairs[0].episodes == 0
