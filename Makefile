@@ -20,7 +20,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check rla_core flows tasks tests benchmarks
 
 typecheck: setup
-	$(VENV)/bin/mypy rla_core
+	$(VENV)/bin/mypy rla_core tasks flows
 
 unit: setup
 	$(PY) -m pytest -q

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from rla_core.algo.adaptation import Goal
+from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig
 from rla_core.envs.alfworld.env import AlfworldEnv
 from rla_core.envs.alfworld.pddl import goal_of, read_facts
@@ -42,9 +43,10 @@ from rla_core.envs.alfworld.rewriter import (
 )
 from rla_core.envs.demos import corpus_texts
 from rla_core.envs.rewriter import RewriteRequest
-from rla_core.envs.rollout import RolloutTask, RolloutTimings, run_rollouts
+from rla_core.envs.rollout import RolloutTimings, run_rollouts
 from rla_core.models.bootstrap import ensure_tiny_model
 from rla_core.models.generator import TransformersGenerator
+from rla_core.stage_inputs import RolloutRequest
 
 
 def _rows(path: str, limit: int | None = None) -> list[dict[str, Any]]:
@@ -95,15 +97,11 @@ def _rollouts(env: AlfworldEnv, rows: list[dict[str, Any]]) -> None:
         "policy", corpus=corpus_texts(env, specs), cache_dir=Path(".cache/models-bench-alfworld")
     )
     gen = TransformersGenerator(model, device="cpu", batch_size=32)
-    tasks = [RolloutTask(r["slot_id"], r["slot_id"], False, r["spec"]) for r in rows]
+    tasks = [PlayTask(r["slot_id"], r["slot_id"], False, r["spec"]) for r in rows]
     timings = RolloutTimings()
     searches = env.plans.stats.searches
     start = time.perf_counter()
-    frame = run_rollouts(
-        tasks, env=env, generator=gen, n=4, max_steps=10,
-        sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24), seed=1, iteration=1,
-        timings=timings,
-    )  # fmt: skip
+    frame = run_rollouts(RolloutRequest(tasks=tasks, n=4, max_steps=10, sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24), seed=1, iteration=1, history_turns=2), env=env, generator=gen, timings=timings)  # fmt: skip
     wall = time.perf_counter() - start
     episodes = frame.select(["task_id", "rollout_id"]).unique().height
     print(

@@ -15,14 +15,16 @@ import threading
 import time
 from pathlib import Path
 
+from rla_core.algo.curriculum import PlayTask
 from rla_core.config import ModelsConfig, SamplingConfig
 from rla_core.envs.demos import corpus_texts
 from rla_core.envs.miniwob.env import MiniWobEnv
 from rla_core.envs.miniwob.pool import BrowserPool, chrome_processes
 from rla_core.envs.miniwob.tasks import load_specs
-from rla_core.envs.rollout import RolloutTask, RolloutTimings, run_rollouts
+from rla_core.envs.rollout import RolloutTimings, run_rollouts
 from rla_core.models.bootstrap import ensure_tiny_model
 from rla_core.models.generator import open_generator
+from rla_core.stage_inputs import RolloutRequest
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gui"
 EPISODES = 52
@@ -70,14 +72,17 @@ def main() -> None:
             timings = RolloutTimings()
             started = time.perf_counter()
             frame = run_rollouts(
-                [RolloutTask(f"t{i}", f"s{i}", False, s) for i, s in enumerate(specs)],
+                RolloutRequest(
+                    tasks=[PlayTask(f"t{i}", f"s{i}", False, s) for i, s in enumerate(specs)],
+                    n=2,
+                    max_steps=4,
+                    sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24),
+                    seed=0,
+                    iteration=1,
+                    history_turns=2,
+                ),
                 env=env,
                 generator=gen,
-                n=2,
-                max_steps=4,
-                sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24),
-                seed=0,
-                iteration=1,
                 timings=timings,
             )
             total = time.perf_counter() - started

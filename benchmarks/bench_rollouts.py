@@ -14,12 +14,14 @@ from pathlib import Path
 import polars as pl
 import torch
 
+from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig
 from rla_core.envs.demos import corpus_texts
-from rla_core.envs.rollout import GenerationMode, RolloutTask, RolloutTimings, run_rollouts
+from rla_core.envs.rollout import GenerationMode, RolloutTimings, run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.models.bootstrap import ensure_tiny_model
 from rla_core.models.generator import TransformersGenerator
+from rla_core.stage_inputs import RolloutRequest
 
 
 def main() -> None:
@@ -31,21 +33,18 @@ def main() -> None:
     specs = [s["spec"] for s in slots]
     model = ensure_tiny_model("policy", corpus=corpus_texts(env, specs), cache_dir=root / "models")
     gen = TransformersGenerator(model, device="cpu", batch_size=32)
-    tasks = [RolloutTask(s["slot_id"], s["slot_id"], False, s["spec"]) for s in slots]
+    tasks = [PlayTask(s["slot_id"], s["slot_id"], False, s["spec"]) for s in slots]
     sampling = SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24)
     frames = {}
     for mode in GenerationMode:
         timings = RolloutTimings()
         start = time.perf_counter()
         frame = run_rollouts(
-            tasks,
+            RolloutRequest(
+                tasks=tasks, n=4, max_steps=8, sampling=sampling, seed=1, iteration=1, history_turns=2
+            ),
             env=env,
             generator=gen,
-            n=4,
-            max_steps=8,
-            sampling=sampling,
-            seed=1,
-            iteration=1,
             mode=mode,
             timings=timings,
         )

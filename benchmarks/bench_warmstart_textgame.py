@@ -23,12 +23,14 @@ from pathlib import Path
 import polars as pl
 import torch
 
+from rla_core.algo.curriculum import PlayTask
 from rla_core.config import load_config
 from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy, judge_steps
-from rla_core.envs.rollout import RolloutTask, RolloutTimings, run_rollouts
+from rla_core.envs.rollout import RolloutTimings, run_rollouts
 from rla_core.models.generator import TransformersGenerator
 from rla_core.settings.textgame import TextGameSetting
 from rla_core.settings.warm_start import warm_start_models
+from rla_core.stage_inputs import BootstrapInputs, RolloutInputs, RolloutRequest, SeedTasksInputs
 
 
 def main() -> int:
@@ -55,27 +57,34 @@ def main() -> int:
             overrides.append(f"models.cache_dir={Path(out) / 'models'}")
         cfg = load_config(preset=args.preset, overrides=overrides)
         start = time.perf_counter()
-        result = warm_start_models(cfg, out_dir=Path(out) / "warm", seed=args.seed)
+        result = warm_start_models(
+            BootstrapInputs.from_config(cfg), out_dir=Path(out) / "warm", seed=args.seed
+        )
         warm_s = time.perf_counter() - start
         for key in sorted(result.metrics):
             print(f"{key}={result.metrics[key]:.4g}")
 
-        tasks = [RolloutTask(slot, slot, False, spec) for slot, _env, spec in setting.seed_tasks(cfg)]
+        tasks = [
+            PlayTask(slot, slot, False, spec)
+            for slot, _env, spec in setting.seed_tasks(SeedTasksInputs.from_config(cfg))
+        ]
         policy = TransformersGenerator(
             result.policy_dir, device="cpu", batch_size=cfg.models.generation_batch_size
         )
         timings = RolloutTimings()
         start = time.perf_counter()
         rollouts = run_rollouts(
-            tasks,
-            env=setting.env(cfg),
+            RolloutRequest(
+                tasks=tasks,
+                n=args.n,
+                max_steps=cfg.rollout.max_steps,
+                sampling=cfg.rollout.sampling,
+                seed=args.seed,
+                iteration=1,
+                history_turns=cfg.models.history_turns,
+            ),
+            env=setting.env(RolloutInputs.from_config(cfg).env()),
             generator=policy,
-            n=args.n,
-            max_steps=cfg.rollout.max_steps,
-            sampling=cfg.rollout.sampling,
-            seed=args.seed,
-            iteration=1,
-            history_turns=cfg.models.history_turns,
             timings=timings,
         )
         rollout_s = time.perf_counter() - start

@@ -43,12 +43,14 @@ from probe_action_shares import action_flags  # a sibling script: run these as f
 
 import rla_core.envs.demos as demos
 import rla_core.models.bootstrap as bootstrap
+from rla_core.algo.curriculum import PlayTask
 from rla_core.algo.parsing import fallback_action_index, parse_action_index
 from rla_core.config import load_config
 from rla_core.envs.prompts import replace_action_list
-from rla_core.envs.rollout import RolloutTask, run_rollouts
+from rla_core.envs.rollout import run_rollouts
 from rla_core.models.generator import TransformersGenerator
 from rla_core.settings.textgame import TextGameSetting
+from rla_core.stage_inputs import BootstrapInputs, RolloutInputs, RolloutRequest, SeedTasksInputs
 
 _ACTION_LINE = re.compile(r"^(\d+): (.*)$", re.M)
 _TEXT = re.compile(r"^(?:I should|I choose \d+:) (.*?)\. \\boxed")
@@ -163,7 +165,7 @@ def main() -> None:
             from rla_core.settings.warm_start import warm_start_models
 
             cfg = load_config(preset="bench", overrides=[*args.set, f"models.cache_dir={tmp}/models"])
-            result = warm_start_models(cfg, out_dir=Path(tmp) / "warm", seed=0)
+            result = warm_start_models(BootstrapInputs.from_config(cfg), out_dir=Path(tmp) / "warm", seed=0)
             print({k: round(v, 3) for k, v in result.metrics.items() if k.startswith("policy/")})
             policy = result.policy_dir
         for split in ("bench-train", "bench-val"):
@@ -172,20 +174,25 @@ def main() -> None:
                     "textgame": cfg.textgame.model_copy(update={"tasks": f"data/textworld/{split}.jsonl"})
                 }
             )
-            tasks = [RolloutTask(s, s, False, spec) for s, _e, spec in setting.seed_tasks(split_cfg)]
+            tasks = [
+                PlayTask(s, s, False, spec)
+                for s, _e, spec in setting.seed_tasks(SeedTasksInputs.from_config(split_cfg))
+            ]
             generator = TransformersGenerator(
                 policy, device="cpu", batch_size=cfg.models.generation_batch_size
             )
             steps = run_rollouts(
-                tasks,
-                env=setting.env(split_cfg),
+                RolloutRequest(
+                    tasks=tasks,
+                    n=args.episodes,
+                    max_steps=cfg.evaluation.max_steps,
+                    sampling=cfg.evaluation.sampling,
+                    seed=7,
+                    iteration=1,
+                    history_turns=cfg.models.history_turns,
+                ),
+                env=setting.env(RolloutInputs.from_config(split_cfg).env()),
                 generator=generator,
-                n=args.episodes,
-                max_steps=cfg.evaluation.max_steps,
-                sampling=cfg.evaluation.sampling,
-                seed=7,
-                iteration=1,
-                history_turns=cfg.models.history_turns,
             )
             generator.close()
             stats = reading_stats(steps)

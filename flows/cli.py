@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.process_env import apply_process_defaults
 from rla_core.config import load_config
 from rla_core.errors import RlaError
 
@@ -27,6 +28,13 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 out = Console()
+
+
+@app.callback()
+def _process_defaults() -> None:
+    # Runs before every command, before any of them imports Prefect (flows/process_env.py).
+    apply_process_defaults()
+
 
 T = TypeVar("T")
 
@@ -125,14 +133,11 @@ def resume(
     """Continue a run, re-running only what is missing (or forced with --from-stage)."""
 
     def body() -> None:
-        from flows.runs import execute_run, invalidate_from, load_run_config, with_iterations
-        from rla_core.errors import ConfigError, RunNotFoundError
+        from flows.runs import execute_run, invalidate_from, load_run_config, require_run, with_iterations
+        from rla_core.errors import ConfigError
 
         store = _store(root)
-        if run_id not in store.list_runs():
-            raise RunNotFoundError(
-                f"no run '{run_id}' under '{root}'; `rla status --root {root}` lists the runs"
-            )
+        require_run(store, run_id)
         cfg = with_iterations(load_run_config(store, run_id), iterations)
         if (from_stage is None) != (iteration is None):
             raise ConfigError(
@@ -154,9 +159,7 @@ def resume(
                 return
         if from_stage is not None and iteration is not None:
             with store.lock(run_id):
-                marked = invalidate_from(
-                    store, run_id, setting=cfg.setting, iteration=iteration, stage=from_stage
-                )
+                marked = invalidate_from(store, run_id, cfg=cfg, iteration=iteration, stage=from_stage)
             console.print(
                 f"forced to re-run: {', '.join(marked) or '(nothing was done yet)'}", highlight=False
             )
@@ -176,8 +179,8 @@ def status(
     """Runs; or one run's stages in pipeline order with headline metrics, the running stage and its progress."""
 
     def body() -> None:
+        from flows.runs import require_run
         from flows.status import run_table, runs_table, where_looked
-        from rla_core.errors import RunNotFoundError
 
         store = _store(root)
         runs = store.list_runs()
@@ -185,10 +188,7 @@ def status(
             out.print(runs_table(store, root) if runs else f"no runs under {where_looked(root)}; pass --root "
                       "<artifact_root of the run> (the run printed it as artifacts=… when it started)")  # fmt: skip
             return
-        if run_id not in runs:
-            raise RunNotFoundError(
-                f"no run '{run_id}' under {where_looked(root)}; `rla status --root ROOT` lists the runs"
-            )
+        require_run(store, run_id, where=where_looked(root))
         header, table = run_table(store, run_id, full=full)
         out.print(header, highlight=False, soft_wrap=True)
         # Never cut a stage name or a number to fit a narrow (or unknown: a pipe) terminal.
@@ -271,13 +271,10 @@ def eval_(
 
     def body() -> None:
         from flows.evals import evaluate_run, own_evaluation, save_eval
-        from rla_core.errors import RunNotFoundError
+        from flows.runs import require_run
 
         store = _store(root)
-        if run_id not in store.list_runs():
-            raise RunNotFoundError(
-                f"no run '{run_id}' under '{root}'; `rla status --root {root}` lists the runs"
-            )
+        require_run(store, run_id)
         result = evaluate_run(store, run_id, checkpoint=checkpoint, tasks_file=tasks_file, seed=seed)
         how = "the run's evaluation seed" if result.stage_seed else "given with --seed"
         success = result.metrics.get("policy/eval_success_rate", float("nan"))
@@ -326,17 +323,15 @@ def export(
     """Copy the latest (or a chosen iteration's) policy and reward-model checkpoints to a directory."""
 
     def body() -> None:
-        from flows.runs import latest_checkpoint_stage
+        from flows.runs import latest_checkpoint_stage, require_run
 
         store = _store(root)
-        if run_id not in store.list_runs():
-            from rla_core.errors import RunNotFoundError
-
-            raise RunNotFoundError(f"no run '{run_id}' under '{root}'")
+        require_run(store, run_id)
         from flows.model_card import Exported, model_card
+        from rla_core.stage_inputs import Role
 
         exported = []
-        for role in ("policy", "reward"):
+        for role in (Role.POLICY, Role.REWARD):
             it, stage = latest_checkpoint_stage(store, run_id, role, iteration)
             target = to / role
             if target.exists() and any(target.iterdir()):
@@ -446,4 +441,4 @@ def main() -> None:  # pragma: no cover - console entry
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(app())
+    main()

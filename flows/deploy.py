@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-import tasks  # noqa: F401  (sets Prefect's local defaults before Prefect is imported)
+from flows.process_env import apply_process_defaults
 from flows.runs import execute_run, load_run_config, with_iterations
 from rla_core.config import load_config
 from rla_core.store import ArtifactStore
@@ -23,6 +23,7 @@ def scheduled_run(
     iterations_per_run: int = 1,
 ) -> None:
     """Start ``run_id`` from the config, or continue it with ``iterations_per_run`` more iterations."""
+    apply_process_defaults()  # the worker imported Prefect already; the rest still reads them
     logger = get_run_logger()
     cfg = load_config(config, preset=preset, overrides=tuple(overrides or ()))
     store = ArtifactStore(cfg.artifact_root)

@@ -25,6 +25,7 @@ from typing import Any
 import polars as pl
 
 from rla_core.errors import ArtifactError
+from rla_core.stage_inputs import StageName
 from rla_core.store import ArtifactStore
 from rla_core.store.artifacts import PARQUET_COMPRESSION, PARQUET_COMPRESSION_LEVEL, sha256_bytes
 from rla_core.store.manifest import utc_now
@@ -92,21 +93,23 @@ def evaluate_run(
 
     from flows.runs import latest_checkpoint_stage, load_run_config
     from rla_core.algo.metrics import eval_metrics
+    from rla_core.stage_inputs import EvaluateInputs, Role
     from tasks.evaluate import eval_seed, evaluate_checkpoint
 
     cfg = load_run_config(store, run_id)
-    it, stage = latest_checkpoint_stage(store, run_id, "policy", checkpoint)
-    stage_seed = eval_seed(cfg)
+    inputs = EvaluateInputs.from_config(cfg)
+    it, stage = latest_checkpoint_stage(store, run_id, Role.POLICY, checkpoint)
+    stage_seed = eval_seed(cfg.seed)
     used = stage_seed if seed is None else seed
-    torch.set_num_threads(cfg.threads)  # as the stages do: thread count can change float sums
+    torch.set_num_threads(inputs.threads)  # as the stages do: thread count can change float sums
     with policy_checkpoint(store, run_id, it, stage) as policy_dir:
-        frame = evaluate_checkpoint(cfg, policy_dir, tasks_file=tasks_file, iteration=it, seed=used)
+        frame = evaluate_checkpoint(inputs, policy_dir, tasks_file=tasks_file, iteration=it, seed=used)
     return EvalResult(it, stage, used, used == stage_seed, frame, eval_metrics(frame), per_task(frame))
 
 
 def own_evaluation(store: ArtifactStore, run_id: str, iteration: int) -> float | None:
     """The eval success rate the run's own evaluate stage recorded for ``iteration``, if it ran."""
-    manifest = store.manifest(run_id, iteration, "evaluate")
+    manifest = store.manifest(run_id, iteration, StageName.EVALUATE)
     if manifest is None:
         return None
     value = manifest.extra.get("metrics", {}).get("policy/eval_success_rate")

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 
 from prefect import flow
 
-from rla_core.settings import signal_stages, stage_runs
+from rla_core.config import Setting
+from rla_core.settings import eval_due
+from rla_core.stage_inputs import StageName
+from rla_core.store import ArtifactStore
 from tasks.adapt import adapt
 from tasks.bootstrap import bootstrap
 from tasks.evaluate import evaluate
@@ -29,7 +32,7 @@ from tasks.judge import judge
 from tasks.label import label
 from tasks.rollout import rollout
 from tasks.seed_tasks import seed_tasks
-from tasks.stage import RunContext, StageRef
+from tasks.stage import PlannedStage, RunContext, StageRef, plannable, planning
 from tasks.train_policy import train_policy
 from tasks.train_reward import train_reward
 from tasks.write_tests import write_tests
@@ -45,38 +48,39 @@ class LoopState:
     models: StageRef  # the bootstrap stage (frozen environment model, when one is configured)
 
 
+@plannable
 @flow(name="rlanything-iteration", flow_run_name="{run.run_id}-iter{iteration}")
 def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopState:
     """One RL step of RLAnything (spec §1)."""
     cfg = run.config
     # 1. Policy rollouts on sampled active tasks plus last step's pending variants.
     rollouts = rollout(run, iteration, tasks=state.tasks, policy=state.policy)
-    # 2. Reward-model signals: step judgments (text games, GUI) or written unit tests run in the sandbox.
-    if signal_stages(cfg.setting) == ("write_tests", "execute"):
+    # 2. Reward-model signals: written unit tests run in the sandbox (coding) or step judgments.
+    if cfg.setting is Setting.CODING:
         unit_tests = write_tests(
             run, iteration, rollouts=rollouts, tasks=state.tasks, reward_model=state.reward_model
         )
         executions = execute(run, iteration, rollouts=rollouts, unit_tests=unit_tests, tasks=state.tasks)
         signals = {"unit_tests": unit_tests, "executions": executions}
-    else:  # ("judge",)
+    else:  # text games, GUI
         signals = {"judgments": judge(run, iteration, rollouts=rollouts, reward_model=state.reward_model)}
     # 3. Labels: integrated policy rewards, reward-model consistency rewards, pending-task decisions.
     labels = label(run, iteration, rollouts=rollouts, tasks=state.tasks, **signals)
     # 4. Environment adaptation: rewrite too-easy / too-hard tasks (skipped for a static environment).
     tasks = (
         adapt(run, iteration, rollouts=rollouts, tasks=labels, models=state.models, **signals)
-        if stage_runs(cfg, iteration, "adapt")
+        if cfg.adaptation.enabled
         else labels
     )
     # 5. Train the policy, then the reward model (unless frozen).
     policy = train_policy(run, iteration, samples=labels, policy=state.policy)
     reward_model = (
         train_reward(run, iteration, samples=labels, reward_model=state.reward_model)
-        if stage_runs(cfg, iteration, "train_reward")
+        if cfg.training.reward.enabled
         else state.reward_model
     )
-    # 6. Held-out evaluation of the new policy.
-    if stage_runs(cfg, iteration, "evaluate"):
+    # 6. Held-out evaluation of the new policy (every evaluation.every iterations and after the last).
+    if eval_due(cfg, iteration):
         evaluate(run, iteration, policy=policy)
     return LoopState(policy=policy, reward_model=reward_model, tasks=tasks, models=state.models)
 
@@ -92,3 +96,41 @@ def training_loop(run: RunContext) -> LoopState:
     for iteration in range(1, run.config.iterations + 1):
         state = iteration_flow(run, iteration, state)
     return state
+
+
+# ---- the plan: the flow above, run in plan-only mode -----------------------------------------------
+
+
+def plan(run: RunContext, *, check: bool = True, store: ArtifactStore | None = None) -> list[PlannedStage]:
+    """Every stage call the training loop makes for ``run``, in order, without running any.
+
+    With ``check`` each stage says whether its attempt in use is current (a resume would skip it);
+    without, the plan is the pipeline's order and wiring only (no store access). ``store``: where the
+    manifests are read (default: the run's own artifact root). ``rla status``, the fast
+    resume check, ``--from-stage`` and the study read the pipeline from here.
+    """
+    with planning(check=check, store=store) as stages:
+        training_loop.fn(run)
+    return stages
+
+
+def stage_order(run: RunContext) -> dict[int, tuple[StageName, ...]]:
+    """Iteration → the stages the loop runs in it, in order (from :func:`plan`, no store access)."""
+    order: dict[int, list[StageName]] = {}
+    for planned in plan(run, check=False):
+        order.setdefault(planned.iteration, []).append(planned.stage)
+    return {it: tuple(names) for it, names in order.items()}
+
+
+def pipeline_order(run: RunContext) -> tuple[StageName, ...]:
+    """Every stage name once, in flow order: setup stages, then an iteration's stages (any iteration ≥ 1).
+
+    Example (text games): seed_tasks, bootstrap, rollout, judge, label, adapt, train_policy,
+    train_reward, evaluate.
+    """
+    order = stage_order(run)
+    later: list[StageName] = []
+    for it in sorted(order):
+        if it > 0:
+            later += [name for name in order[it] if name not in later]
+    return (*(name for name in order.get(0, ()) if name not in later), *later)

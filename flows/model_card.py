@@ -68,8 +68,7 @@ def _block(title: str, example: tuple[int, str, str] | None, what: str) -> list[
 
 def model_card(store: ArtifactStore, run_id: str, exported: list[Exported]) -> str:
     """The markdown model card for checkpoints exported from ``run_id``."""
-    from flows.runs import load_run_config, resolve_mlflow_uri
-    from flows.status import resolve_root
+    from flows.runs import load_run_config, resolve_mlflow_uri, resolve_root
 
     info = store.read_run_info(run_id)
     cfg = load_run_config(store, run_id)

@@ -12,13 +12,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rla_core.config import RunConfig, Setting, build_config, upgrade_stored_config
+from rla_core.config import RunConfig, build_config, upgrade_stored_config
 from rla_core.errors import ConfigError, RunNotFoundError
-from rla_core.settings import ITERATION_ZERO_STAGES, iteration_stages, stage_order
+from rla_core.stage_inputs import Role, StageName
 from rla_core.store import ArtifactStore
 
 # Keys a run can never change once it has started: they change what the run *is*.
 IMMUTABLE_KEYS = ("setting", "seed", "artifact_root")
+
+
+def resolve_root(root: str) -> str:
+    """An artifact root as an absolute path (local) or unchanged (a URI): what an operator can find."""
+    from rla_core.store.uri import is_remote
+
+    if is_remote(root):
+        return root
+    return str(Path(root.removeprefix("file://")).expanduser().resolve())
 
 
 def resolve_mlflow_uri(uri: str) -> str:
@@ -111,42 +120,58 @@ def with_iterations(cfg: RunConfig, iterations: int | None) -> RunConfig:
     return build_config({**cfg.model_dump(mode="json"), "iterations": iterations})
 
 
+def _stage_order(cfg: RunConfig, run_id: str) -> dict[int, tuple[StageName, ...]]:
+    from flows.loop import stage_order
+    from tasks.stage import RunContext
+
+    return stage_order(RunContext(run_id=run_id, config=cfg))
+
+
+def _iteration_order(order: dict[int, tuple[StageName, ...]], iteration: int) -> tuple[StageName, ...]:
+    """The stages the flow runs in ``iteration``; past the configured iterations, those of the last one."""
+    return order.get(iteration) or order[max(order)]
+
+
 def invalidate_from(
-    store: ArtifactStore, run_id: str, *, setting: Setting, iteration: int, stage: str
+    store: ArtifactStore, run_id: str, *, cfg: RunConfig, iteration: int, stage: str
 ) -> list[str]:
-    """Force ``stage`` of ``iteration`` and everything downstream of it to re-run (new attempts)."""
-    order = stage_order(setting)
-    if iteration == 0:
-        if stage not in ITERATION_ZERO_STAGES:
-            raise ConfigError(
-                f"iteration 0 has only the stages {', '.join(ITERATION_ZERO_STAGES)}; got '{stage}'"
-            )
-        first_iter, first_idx = 1, 0
-        marked = [
-            f"0/{name}"
-            for name in ITERATION_ZERO_STAGES[ITERATION_ZERO_STAGES.index(stage) :]
-            if store.invalidate(run_id, 0, name) is not None
-        ]
-    else:
-        if stage not in order:
-            raise ConfigError(
-                f"unknown stage '{stage}' for the {setting} setting; choose one of: {', '.join(order)}"
-            )
-        first_iter, first_idx = iteration, order.index(stage)
-        marked = []
-    for it in store.list_iterations(run_id):
-        if it < first_iter:
+    """Force ``stage`` of ``iteration`` and everything downstream of it to re-run (new attempts).
+
+    Downstream is the flow's own order (:func:`flows.loop.stage_order`): the rest of that iteration,
+    then every later iteration on disk.
+    """
+    order = _stage_order(cfg, run_id)
+    first = (
+        _iteration_order(order, iteration)
+        if iteration == 0
+        else tuple(dict.fromkeys(name for it, names in sorted(order.items()) if it > 0 for name in names))
+    )
+    if stage not in first and iteration == 0:
+        raise ConfigError(f"iteration 0 has only the stages {', '.join(first)}; got '{stage}'")
+    if stage not in first:
+        raise ConfigError(
+            f"unknown stage '{stage}' for the {cfg.setting} setting; choose one of: {', '.join(first)}"
+        )
+    marked: list[str] = []
+    for it in sorted({iteration, *store.list_iterations(run_id)}):
+        if it < iteration:
             continue
-        for name in order[first_idx if it == first_iter else 0 :]:
+        names = first if it == iteration else _iteration_order(order, it)
+        for name in names[names.index(StageName(stage)) :] if it == iteration else names:
             if store.invalidate(run_id, it, name) is not None:
                 marked.append(f"{it}/{name}")
     return marked
 
 
+def _in_flow_order(store: ArtifactStore, run_id: str, iteration: int, stages: list[str]) -> list[str]:
+    """``stages`` of ``iteration`` sorted as the flow runs them (names the flow does not run first)."""
+    order = _iteration_order(_stage_order(load_run_config(store, run_id), run_id), iteration)
+    return sorted(stages, key=lambda s: order.index(StageName(s)) if s in order else -1)
+
+
 def find_frame(store: ArtifactStore, run_id: str, iteration: int, name: str) -> str:
     """The stage of ``iteration`` whose attempt in use holds frame ``name`` (the last one wins)."""
-    if run_id not in store.list_runs():
-        raise RunNotFoundError(f"no run '{run_id}' under '{store.root}'; `rla status` lists the runs")
+    require_run(store, run_id)
     found = [
         stage
         for stage in store.list_stages(run_id, iteration)
@@ -156,25 +181,43 @@ def find_frame(store: ArtifactStore, run_id: str, iteration: int, name: str) -> 
         raise ConfigError(
             f"iteration {iteration} of run '{run_id}' has no artifact '{name}' (is the iteration finished?)"
         )
-    order = iteration_stages(load_run_config(store, run_id).setting, iteration)
-    return max(found, key=lambda s: order.index(s) if s in order else -1)
+    return _in_flow_order(store, run_id, iteration, found)[-1]
 
 
 def latest_checkpoint_stage(
-    store: ArtifactStore, run_id: str, role: str, iteration: int | None
+    store: ArtifactStore, run_id: str, role: Role, iteration: int | None
 ) -> tuple[int, str]:
-    """(iteration, stage) of the newest committed checkpoint of ``role`` ('policy' or 'reward')."""
-    trainer = {"policy": "train_policy", "reward": "train_reward"}[role]
-    iterations = store.list_iterations(run_id)
-    candidates = [it for it in iterations if iteration is None or it <= iteration]
+    """(iteration, stage) of the newest committed checkpoint of ``role``: the last stage, in flow order,
+    of the latest iteration (at or before ``iteration``) whose attempt in use holds that checkpoint."""
+    candidates = [it for it in store.list_iterations(run_id) if iteration is None or it <= iteration]
     for it in sorted(candidates, reverse=True):
-        stage = trainer if it > 0 else "bootstrap"
-        if store.manifest(run_id, it, stage) is not None:
-            return it, stage
+        holding = [
+            stage
+            for stage in store.list_stages(run_id, it)
+            if (m := store.manifest(run_id, it, stage)) is not None and _holds_dir(m, role)
+        ]
+        if holding:
+            return it, _in_flow_order(store, run_id, it, holding)[-1]
     raise ConfigError(
         f"run '{run_id}' has no committed {role} checkpoint"
         + (f" at or before iteration {iteration}" if iteration else "")
     )
+
+
+def _holds_dir(manifest: Any, name: str) -> bool:
+    return any(entry.path.split("/", 1)[0] == name for entry in manifest.artifacts)
+
+
+def require_run(store: ArtifactStore, run_id: str, *, where: str | None = None) -> None:
+    """A :class:`RunNotFoundError` naming the root and how to list runs, unless ``run_id`` exists there.
+
+    ``where``: how to name the root (default ``'<root>'``). The one "does this run exist" check of ``flows``.
+    """
+    if run_id not in store.list_runs():
+        shown = where or f"'{store.root}'"
+        raise RunNotFoundError(
+            f"no run '{run_id}' under {shown}; `rla status --root {store.root}` lists the runs"
+        )
 
 
 def execute_run(
@@ -186,7 +229,6 @@ def execute_run(
     """
     from flows.loop import training_loop
     from flows.prefect_server import start_ephemeral_server
-    from flows.status import resolve_root
     from tasks import tracking
     from tasks.stage import RunContext
 

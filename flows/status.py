@@ -9,10 +9,10 @@ import datetime as dt
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from rla_core.config import RunConfig, Setting
+from flows.runs import load_run_config, package_code_version, resolve_mlflow_uri, resolve_root
+from rla_core.config import RunConfig
 from rla_core.store import ArtifactStore
 from rla_core.store.lock import pid_alive
 from rla_core.store.manifest import this_host
@@ -26,22 +26,6 @@ HEADLINE: dict[str, tuple[str, ...]] = {
 }
 # A progress record not refreshed for this long, from a process we cannot probe, reads as stale.
 STALE_AFTER_S = 120.0
-
-
-def pipeline_order(setting: Setting) -> tuple[str, ...]:
-    """Setup stages, then one iteration's stages in the order the flow runs them."""
-    from rla_core.settings import SETUP_STAGES, stage_order
-
-    return (*SETUP_STAGES, *stage_order(setting))
-
-
-def resolve_root(root: str) -> str:
-    """An artifact root as an absolute path (local) or unchanged (a URI): what an operator can find."""
-    from rla_core.store.uri import is_remote
-
-    if is_remote(root):
-        return root
-    return str(Path(root.removeprefix("file://")).expanduser().resolve())
 
 
 def format_metric(value: float) -> str:
@@ -117,9 +101,14 @@ def read_running(store: ArtifactStore, run_id: str) -> Running | None:
     return Running(it, stage, attempt, alive, loops, updated, host, pid)
 
 
-def stage_rows(store: ArtifactStore, run_id: str, setting: Setting) -> list[StageRow]:
+def stage_rows(store: ArtifactStore, run_id: str, cfg: RunConfig) -> list[StageRow]:
     """Every stage of every iteration in pipeline order (unknown names last), plus the running one."""
-    order = {name: i for i, name in enumerate(pipeline_order(setting))}
+    from flows.loop import pipeline_order
+    from tasks.stage import RunContext
+
+    order: dict[str, int] = {
+        name: i for i, name in enumerate(pipeline_order(RunContext(run_id=run_id, config=cfg)))
+    }
     running = read_running(store, run_id)
     rows: list[StageRow] = []
     for it in store.list_iterations(run_id):
@@ -144,44 +133,19 @@ def stage_rows(store: ArtifactStore, run_id: str, setting: Setting) -> list[Stag
 def pending_stages(store: ArtifactStore, cfg: RunConfig, run_id: str) -> list[str]:
     """``iteration/stage`` of every stage a resume with ``cfg`` would run; empty when nothing is left.
 
-    A stage counts as done when its attempt in use has the content key the flow would compute today
-    (same code, config slice, seed and extra files, with the inputs it recorded), its files are intact,
-    and every input it recorded is the output of a stage in use upstream. Anything else — including a
-    stage this check does not know — counts as pending, so the answer errs towards running the flow.
+    The flow's own plan (:func:`flows.loop.plan`): a stage counts as done when its attempt in use has the
+    content key the flow would compute today (same code, config slice, seed and extra files, with the
+    outputs of the attempts in use upstream as inputs) and its files are intact; everything downstream of
+    a stage still to run is still to run too.
     """
-    import flows.loop
-    from flows.runs import package_code_version
-    from rla_core.settings import ITERATION_ZERO_STAGES, stage_order, stage_runs
-    from tasks.stage import RunContext, Stage, StageRef
+    from flows.loop import plan
+    from tasks.stage import RunContext
 
     if store.read_run_info(run_id).code_version != package_code_version():
         # The code changed since the run last ran, and with it perhaps the flow's wiring: let the flow decide.
         return ["(code changed since the run last ran)"]
-    stages = {s.name: s for s in vars(flows.loop).values() if isinstance(s, Stage)}
-    run = RunContext(run_id=run_id, config=cfg)
-    order = stage_order(cfg.setting)
-    # Iteration 0 as training_loop runs it: setup stages, then the warm-started policy's evaluation.
-    expected = [(0, s) for s in ITERATION_ZERO_STAGES] + [
-        (it, s) for it in range(1, cfg.iterations + 1) for s in order if stage_runs(cfg, it, s)
-    ]
-    in_use: set[str] = set()
-    pending: list[str] = []
-    for it, name in expected:
-        manifest = store.manifest(run_id, it, name)
-        stage = stages.get(name)
-        if manifest is None or stage is None:
-            pending.append(f"{it}/{name}")
-            continue
-        inputs = {k: StageRef(run_id, 0, k, 0, v, {}) for k, v in manifest.inputs.items()}
-        if (
-            stage.key(run, it, inputs) != manifest.stage_key
-            or any(v not in in_use for v in manifest.inputs.values())
-            or store.problems(manifest)
-        ):
-            pending.append(f"{it}/{name}")
-            continue
-        in_use.add(manifest.content_key)
-    return pending
+    run = RunContext(run_id=run_id, config=cfg, storage_options=store.storage_options)
+    return [f"{p.iteration}/{p.stage}" for p in plan(run, store=store) if not p.done]
 
 
 def where_looked(root: str) -> str:
@@ -196,13 +160,11 @@ def runs_table(store: ArtifactStore, root: str) -> Any:
     """`rla status`: one row per run (setting, iterations, stages done, what is running)."""
     from rich.table import Table
 
-    from flows.runs import load_run_config
-
     table = Table("run", "setting", "iterations", "stages done", "running", "config hash",
                   title=f"runs under {where_looked(root)}", title_justify="left")  # fmt: skip
     for rid in store.list_runs():
         cfg = load_run_config(store, rid)
-        rows = stage_rows(store, rid, cfg.setting)
+        rows = stage_rows(store, rid, cfg)
         done = sum(r.state == "done" for r in rows)
         running = next(
             (f"{r.iteration}/{r.stage} ({r.state})" for r in rows if r.state in ("running", "stale")), ""
@@ -217,8 +179,6 @@ def run_table(store: ArtifactStore, run_id: str, *, full: bool) -> tuple[str, An
     Headline metrics are real columns; ``full`` adds every metric with its full name and value.
     """
     from rich.table import Column, Table
-
-    from flows.runs import load_run_config, resolve_mlflow_uri
 
     cfg = load_run_config(store, run_id)
     header = (
@@ -237,7 +197,7 @@ def run_table(store: ArtifactStore, run_id: str, *, full: bool) -> tuple[str, An
     )
     if full:
         table.add_column("all metrics", overflow="fold")
-    rows = stage_rows(store, run_id, cfg.setting)
+    rows = stage_rows(store, run_id, cfg)
     for r in rows:
         cells = [
             str(r.iteration), r.stage, r.state, str(r.attempt or "-"),

@@ -29,6 +29,7 @@ from typing import Any
 
 import polars as pl
 
+from flows.runs import find_frame, require_run
 from rla_core.algo.metrics import clean_wins
 from rla_core.algo.stats import (
     MIN_SEEDS_TO_LEARN,
@@ -43,6 +44,7 @@ from rla_core.algo.stats import (
 from rla_core.config import RunConfig, build_config, parse_override, upgrade_stored_config
 from rla_core.errors import ArtifactError, ConfigError, RunNotFoundError
 from rla_core.schemas import empty_frame, validate
+from rla_core.stage_inputs import StageName
 from rla_core.store import ArtifactStore
 from rla_core.store.uri import check_name
 
@@ -103,8 +105,6 @@ CLEAN = HeldOut(
 HELD_OUT = (SUCCESS, CLEAN)
 EVAL_SUCCESSES, EVAL_RATE, EVAL_LOW, EVAL_HIGH = SUCCESS.successes, SUCCESS.rate, SUCCESS.low, SUCCESS.high
 POOL_STATUSES = ("active", "pending", "accepted", "rejected")
-# Stages that write the task registry, in their order within an iteration (the latest one is current).
-_REGISTRY_WRITERS = {"seed_tasks": 0, "label": 1, "adapt": 2}
 DIFFICULTY_KEYS = ("quest_length", "nb_objects", "world_size")
 
 
@@ -260,12 +260,9 @@ def run_metrics(store: ArtifactStore, run_id: str) -> pl.DataFrame:
     ``eval/clean_…`` for wins without an invalid answer); the task
     pool per iteration (``env/pool_active|pending|accepted|rejected``, ``env/mean_<difficulty key>``).
     """
-    if run_id not in store.list_runs():
-        raise RunNotFoundError(
-            f"no run '{run_id}' under '{store.root}'; `rla status --root {store.root}` lists the runs"
-        )
+    require_run(store, run_id)
     rows: list[tuple[int, str, float]] = []
-    tasks_stages: list[tuple[int, int, str]] = []  # (iteration, order, stage) of every registry snapshot
+    registry_iterations: list[int] = []  # iterations with a task-registry snapshot
     iterations = store.list_iterations(run_id)
     for it in iterations:
         for stage in store.list_stages(run_id, it):
@@ -276,7 +273,7 @@ def run_metrics(store: ArtifactStore, run_id: str) -> pl.DataFrame:
                 if isinstance(value, int | float) and math.isfinite(float(value)):
                     rows.append((it, str(key), float(value)))
             if "tasks" in manifest.frames:
-                tasks_stages.append((it, _REGISTRY_WRITERS.get(stage, 0), stage))
+                registry_iterations.append(it)
             if "eval" in manifest.frames:
                 evals = store.read_frame(run_id, it, stage, "eval")
                 if evals.height:
@@ -291,9 +288,10 @@ def run_metrics(store: ArtifactStore, run_id: str) -> pl.DataFrame:
                             (it, measure.low, low),
                             (it, measure.high, high),
                         ]
-    if tasks_stages:
-        last_it, _order, last_stage = max(tasks_stages)
-        events = store.read_frame(run_id, last_it, last_stage, "tasks")
+    if registry_iterations:
+        # The current registry: the last stage, in flow order, of the last iteration that wrote one.
+        last_it = max(registry_iterations)
+        events = store.read_frame(run_id, last_it, find_frame(store, run_id, last_it, "tasks"), "tasks")
         done_iters = sorted({it for it, _m, _v in rows})
         rows += _pool_rows(events, done_iters)
     return pl.DataFrame(
@@ -303,7 +301,7 @@ def run_metrics(store: ArtifactStore, run_id: str) -> pl.DataFrame:
 
 def run_finished(store: ArtifactStore, run_id: str, iterations: int) -> bool:
     """Whether a run has committed the evaluation after its last iteration."""
-    return run_id in store.list_runs() and store.manifest(run_id, iterations, "evaluate") is not None
+    return run_id in store.list_runs() and store.manifest(run_id, iterations, StageName.EVALUATE) is not None
 
 
 # ---- the study frame and its summary ---------------------------------------------------------------

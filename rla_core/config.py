@@ -161,16 +161,25 @@ class ServingConfig(_Section):
         return self
 
 
-# Serving keys that change how fast generation runs, never what it produces: left out of stage keys
-# (RunConfig.section_hash), so moving a run to more GPUs or another machine keeps its cached stages.
+# Keys that change how fast or where a stage computes, never what it produces: stages read them through
+# their typed slices (rla_core.stage_inputs) but they are left out of content keys, so moving a run to
+# more GPUs, processes or another machine keeps its cached stages. The one declaration of that rule.
 SPEED_ONLY_KEYS: tuple[str, ...] = (
     "models.serving.interpreter",
     "models.serving.tensor_parallel",
     "models.serving.max_in_flight",
     "models.serving.startup_timeout_s",
+    # Rows are generated per prompt from their own seeded stream, so how prompts are batched does not
+    # change them (tests/envs/test_rollout.py: joint = per-episode rows); the device only changes float
+    # reduction order, as training.device below.
+    "models.generation_batch_size",
+    "models.device",
+    # Content-addressed caches: where they live changes nothing they hold.
+    "models.cache_dir",
+    "textgame.game_cache_dir",
     # Where updates run (issue 12): same objective, row order and effective batch on every placement;
-    # only float reduction order differs (2 CPU processes match 1 to ~1e-6), like tensor_parallel above.
-    # training.dtype is NOT here: bf16/fp16 autocast changes the numbers materially.
+    # only float reduction order differs (2 CPU processes with one thread each match 1 bit for bit),
+    # like tensor_parallel above. training.dtype is NOT here: bf16/fp16 autocast changes the numbers.
     "training.device",
     "training.processes",
     "training.strategy",
@@ -298,7 +307,6 @@ class CodingConfig(_Section):
     unit_test_sampling: SamplingConfig = Field(
         default_factory=lambda: SamplingConfig(temperature=0.8, top_p=1.0, max_new_tokens=64)
     )
-    gt_time_limit_s: float = Field(1.0, gt=0.0, le=60.0, description="Per-test time limit for seed tasks.")
     env_time_limit_s: float = Field(4.0, gt=0.0, le=60.0, description="Per-test limit for rewritten tasks.")
     memory_limit_mb: int = Field(256, ge=16, description="Address-space limit per program.")
     output_limit_kb: int = Field(256, ge=1, description="Largest stdout a program may write.")
@@ -503,26 +511,6 @@ class RunConfig(_Section):
         """Stable sha256 of the canonical JSON of the whole config."""
         return hash_jsonable(self.model_dump(mode="json"))
 
-    def section_hash(self, *names: str) -> str:
-        """Stable hash of a stage's slice of the config: top-level sections or dotted keys (``training.sft_lr``).
-
-        :data:`SPEED_ONLY_KEYS` never count: they change speed, not results.
-        """
-        dumped: Any = self.model_dump(mode="json")
-        for dotted in SPEED_ONLY_KEYS:
-            *parents, leaf = dotted.split(".")
-            parent = dumped
-            for part in parents:
-                parent = parent[part]
-            del parent[leaf]
-        picked: dict[str, Any] = {}
-        for name in names:
-            node = dumped
-            for part in name.split("."):
-                node = node[part]
-            picked[name] = node
-        return hash_jsonable(picked)
-
 
 # Spec §6: the accuracy filters and thresholds differ by setting.
 _SETTING_DEFAULTS: dict[Setting, dict[str, Any]] = {
@@ -632,6 +620,8 @@ RETIRED_KEYS: tuple[str, ...] = (
     "training.keep_checkpoints",
     "models.vllm_base_url",  # one shared server cannot serve each stage's own checkpoint (issue 11)
     "models.vllm_tensor_parallel",  # now models.serving.tensor_parallel, per role
+    # Read by nothing: seed problems' GT tests run with each problem's own time limit (issue 25).
+    "coding.gt_time_limit_s",
 )
 # Keys that moved: a stored config's value is carried to the new place (unless that is set already).
 MOVED_KEYS: dict[str, str] = {"models.backend": "models.serving.backend"}

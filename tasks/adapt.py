@@ -9,17 +9,14 @@ import polars as pl
 from rla_core.algo.curriculum import register_chosen, rewrite_targets
 from rla_core.algo.labels import task_accuracy
 from rla_core.algo.registry import TaskRegistry
-from rla_core.settings import adapter_for
+from rla_core.settings import ProposalRequest, adapter_for
+from rla_core.stage_inputs import AdaptInputs, Role, StageName
 from tasks.stage import StageContext, StageRef, signal_frames, stage
 
 
-@stage(
-    "adapt",
-    config=("setting", "adaptation", "models.environment", "models.serving",
-            "rollout.max_steps", "textgame.game_cache_dir", "textgame.engine", "coding", "gui"),
-)  # fmt: skip
+@stage(StageName.ADAPT, inputs=AdaptInputs)
 def adapt(
-    ctx: StageContext,
+    ctx: StageContext[AdaptInputs],
     *,
     rollouts: StageRef,
     tasks: StageRef,
@@ -29,8 +26,7 @@ def adapt(
     executions: StageRef | None = None,
 ) -> dict[str, float]:
     """Write 'proposals' (every candidate, valid or not, with reasons) and the updated 'tasks' registry."""
-    cfg = ctx.config
-    adapter = adapter_for(cfg.setting)
+    cfg = ctx.inputs
     frames = signal_frames(
         ctx, rollouts=rollouts, judgments=judgments, unit_tests=unit_tests, executions=executions
     )
@@ -40,13 +36,14 @@ def adapt(
     )
     with contextlib.ExitStack() as stack:
         env_model = (
-            stack.enter_context(ctx.generator(models, "environment"))
+            stack.enter_context(
+                ctx.generator(models, Role.ENVIRONMENT, models=cfg.models, threads=cfg.threads)
+            )
             if cfg.models.environment is not None and targets
             else None
         )
-        proposals = adapter.propose(
-            cfg, frames, targets, env_model=env_model, seed=ctx.seed, iteration=ctx.iteration
-        )
+        job = ProposalRequest(frames=frames, targets=targets, seed=ctx.seed, iteration=ctx.iteration)
+        proposals = adapter_for(cfg.setting).propose(cfg, job, env_model=env_model)
     registry, created = register_chosen(registry, proposals, iteration=ctx.iteration)
     ctx.writer.write_frame("proposals", proposals)
     ctx.writer.write_frame("tasks", registry.events)

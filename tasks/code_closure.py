@@ -189,6 +189,31 @@ class CodeIndex:
         self._closures[module_name] = files
         return files
 
+    def modules(self) -> list[str]:
+        """Every module of the project packages (sorted names)."""
+        names = []
+        for pkg in PROJECT_PACKAGES:
+            root = self.roots[pkg]
+            for path in sorted((root / pkg).rglob("*.py")):
+                parts = path.relative_to(root).with_suffix("").parts
+                names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+        return sorted(names)
+
+    def imports_of(self, module_name: str) -> set[str]:
+        """The project modules ``module_name``'s import statements name (the same AST walk as the closure:
+        function-level and ``TYPE_CHECKING`` imports count), without its own parent packages, which
+        Python imports before the module anyway; the import graph's edges."""
+        module = self.find(module_name)
+        if module is None:
+            raise CodeClosureError(f"'{module_name}' is not a module of the project packages")
+        tree = ast.parse(module.path.read_bytes(), filename=str(module.path))
+        found = {m.name for name in self._imports(module, tree) if (m := self.find(name)) is not None}
+        parts = module_name.split(".")
+        ancestors = {".".join(parts[:i]) for i in range(1, len(parts))}
+        # `from pkg import name` also names `pkg`; keep `pkg` only when no submodule of it was imported.
+        named = {n for n in found if not any(o.startswith(n + ".") for o in found)}
+        return named - ancestors - {module_name}
+
     def _relative(self, path: Path) -> str:
         for root in sorted(set(self.roots.values()), key=lambda p: -len(p.parts)):
             if path.is_relative_to(root):

@@ -13,19 +13,19 @@ from pathlib import Path
 import polars as pl
 
 from rla_core.algo.metrics import eval_metrics, eval_rows
-from rla_core.config import RunConfig
 from rla_core.models.serving import served_name
-from rla_core.settings import adapter_for, task_files
-from tasks.stage import RunContext, StageContext, StageRef, derive_seed, file_digest, stage
+from rla_core.settings import adapter_for
+from rla_core.stage_inputs import EvaluateInputs, Role, RolloutRequest, StageName
+from tasks.stage import StageContext, StageRef, file_digest, stage, stage_seed
 
 
-def eval_seed(cfg: RunConfig) -> int:
+def eval_seed(run_seed: int) -> int:
     """The seed of every evaluation of a run (and the default of `rla eval`): iteration 0's stage seed."""
-    return derive_seed(cfg.seed, 0, "evaluate")
+    return stage_seed(run_seed, 0, StageName.EVALUATE)
 
 
 def evaluate_checkpoint(
-    cfg: RunConfig,
+    inputs: EvaluateInputs,
     policy_dir: Path,
     *,
     tasks_file: str | Path | None,
@@ -38,34 +38,26 @@ def evaluate_checkpoint(
     ``served_as``: the vLLM served name (a stage passes its input's content key + role)."""
     from rla_core.models.generator import open_generator
 
-    adapter = adapter_for(cfg.setting)
-    play = adapter.eval_tasks(cfg, tasks_file)
-    generator = open_generator(policy_dir, models=cfg.models, role="policy", name=served_as)
+    adapter = adapter_for(inputs.setting)
+    request = RolloutRequest(
+        tasks=tuple(adapter.eval_tasks(inputs, tasks_file)), n=inputs.evaluation.rollouts_per_task,
+        max_steps=inputs.evaluation.max_steps, sampling=inputs.evaluation.sampling, seed=seed,
+        iteration=iteration, history_turns=inputs.models.history_turns, env=inputs.env(),
+    )  # fmt: skip
+    generator = open_generator(policy_dir, models=inputs.models, role=Role.POLICY, name=served_as)
     try:
-        frames = adapter.rollout(
-            cfg, play, generator=generator, n=cfg.evaluation.rollouts_per_task, max_steps=cfg.evaluation.max_steps,
-            sampling=cfg.evaluation.sampling, seed=seed, iteration=iteration,
-        )  # fmt: skip
+        frames = adapter.rollout(request, generator=generator)
     finally:
         generator.close()
     return eval_rows(frames["rollouts"], iteration=iteration)
 
 
-def _eval_files(run: RunContext) -> str:
-    return file_digest(task_files(run.config)[1])
-
-
-@stage(
-    "evaluate",
-    config=("setting", "evaluation", "models.serving", "models.history_turns", "threads", "textgame", "coding", "gui"),
-    key_extra=_eval_files,
-)  # fmt: skip
-def evaluate(ctx: StageContext, *, policy: StageRef) -> dict[str, float]:
+@stage(StageName.EVALUATE, inputs=EvaluateInputs, key_extra=lambda i: file_digest(i.task_file()))
+def evaluate(ctx: StageContext[EvaluateInputs], *, policy: StageRef) -> dict[str, float]:
     """Write 'eval' (played with :func:`eval_seed`, not the stage's per-iteration seed)."""
     evals = evaluate_checkpoint(
-        ctx.config, ctx.checkpoint(policy, "policy"), tasks_file=None, iteration=ctx.iteration,
-        seed=eval_seed(ctx.config),
-        served_as=served_name(policy.content_key, "policy"),
+        ctx.inputs, ctx.checkpoint(policy, Role.POLICY), tasks_file=None, iteration=ctx.iteration,
+        seed=eval_seed(ctx.run_seed), served_as=served_name(policy.content_key, Role.POLICY),
     )  # fmt: skip
     ctx.writer.write_frame("eval", evals)
     return eval_metrics(evals)

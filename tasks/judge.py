@@ -5,19 +5,17 @@ from __future__ import annotations
 from rla_core.algo.metrics import judgment_metrics
 from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy, judge_steps
 from rla_core.settings import adapter_for
+from rla_core.stage_inputs import JudgeInputs, Role, StageName
 from tasks.stage import StageContext, StageRef, stage
 
 
-@stage(
-    "judge",
-    config=("setting", "judge", "models.serving", "threads"),
-)
-def judge(ctx: StageContext, *, rollouts: StageRef, reward_model: StageRef) -> dict[str, float]:
+@stage(StageName.JUDGE, inputs=JudgeInputs)
+def judge(ctx: StageContext[JudgeInputs], *, rollouts: StageRef, reward_model: StageRef) -> dict[str, float]:
     """Write 'judgments': m parsed judgments per rollout step (unparsable → null score + reason)."""
-    cfg = ctx.config
+    cfg = ctx.inputs
     adapter = adapter_for(cfg.setting)
     steps = ctx.read(rollouts, "rollouts")
-    with ctx.generator(reward_model, "reward") as generator:
+    with ctx.generator(reward_model, Role.REWARD, models=cfg.models, threads=cfg.threads) as generator:
         judgments = judge_steps(
             steps, generator=generator, m=cfg.judge.m, sampling=cfg.judge.sampling, seed=ctx.seed,
             iteration=ctx.iteration, template=adapter.judge_template, strict=adapter.judge_strict,

@@ -7,15 +7,13 @@ from rla_core.algo.labels import task_accuracy
 from rla_core.algo.metrics import band_share
 from rla_core.algo.registry import TaskRegistry
 from rla_core.settings import adapter_for
+from rla_core.stage_inputs import LabelInputs, StageName
 from tasks.stage import StageContext, StageRef, signal_frames, stage
 
 
-@stage(
-    "label",
-    config=("setting", "reward", "judge.m", "adaptation"),
-)
+@stage(StageName.LABEL, inputs=LabelInputs)
 def label(
-    ctx: StageContext,
+    ctx: StageContext[LabelInputs],
     *,
     rollouts: StageRef,
     tasks: StageRef,
@@ -24,8 +22,7 @@ def label(
     executions: StageRef | None = None,
 ) -> dict[str, float]:
     """Write 'decisions', the updated 'tasks' registry, 'policy_samples' and 'reward_samples'."""
-    cfg = ctx.config
-    adapter = adapter_for(cfg.setting)
+    cfg = ctx.inputs
     frames = signal_frames(
         ctx, rollouts=rollouts, judgments=judgments, unit_tests=unit_tests, executions=executions
     )
@@ -33,7 +30,7 @@ def label(
     registry, decisions = decide_pending(
         TaskRegistry.from_events(ctx.read(tasks, "tasks")), acc, cfg=cfg.adaptation, iteration=ctx.iteration
     )
-    policy, reward, stats = adapter.labels(cfg, frames, accepted=accepted_pending(decisions))
+    policy, reward, stats = adapter_for(cfg.setting).labels(cfg, frames, accepted=accepted_pending(decisions))
     ctx.writer.write_frame("decisions", decisions)
     ctx.writer.write_frame("tasks", registry.events)
     ctx.writer.write_frame("policy_samples", policy)

@@ -20,7 +20,7 @@ from rla_core.progress import ProgressRecord, Reporter, reporting
 from rla_core.store.manifest import this_host, utc_now
 
 if TYPE_CHECKING:
-    from tasks.stage import RunContext
+    from tasks.context import RunContext
 
 PROGRESS_FILE = "progress.json"
 

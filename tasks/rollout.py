@@ -6,30 +6,26 @@ from rla_core.algo.curriculum import tasks_to_play
 from rla_core.algo.metrics import rollout_metrics
 from rla_core.algo.registry import TaskRegistry
 from rla_core.settings import adapter_for
+from rla_core.stage_inputs import Role, RolloutInputs, RolloutRequest, StageName
 from tasks.stage import StageContext, StageRef, stage
 
 
-@stage(
-    "rollout",
-    config=("setting", "rollout", "models.serving", "models.history_turns", "threads",
-            "textgame.game_cache_dir", "textgame.engine", "coding", "gui"),
-)  # fmt: skip
-def rollout(ctx: StageContext, *, tasks: StageRef, policy: StageRef) -> dict[str, float]:
+@stage(StageName.ROLLOUT, inputs=RolloutInputs)
+def rollout(ctx: StageContext[RolloutInputs], *, tasks: StageRef, policy: StageRef) -> dict[str, float]:
     """Write 'rollouts' (and, for coding, the GT 'executions')."""
-    cfg = ctx.config
+    cfg = ctx.inputs
     registry = TaskRegistry.from_events(ctx.read(tasks, "tasks"))
-    play = tasks_to_play(registry, k=cfg.rollout.tasks_per_iter, seed=ctx.seed)
     workdir = ctx.scratch()
-    with ctx.generator(policy, "policy") as generator:
-        frames = adapter_for(cfg.setting).rollout(
-            cfg, play, generator=generator, n=cfg.rollout.rollouts_per_task, max_steps=cfg.rollout.max_steps,
-            sampling=cfg.rollout.sampling, seed=ctx.seed, iteration=ctx.iteration, workdir=workdir,
-            invalid_action=cfg.rollout.invalid_action,
-        )  # fmt: skip
+    request = RolloutRequest(
+        tasks=tuple(tasks_to_play(registry, k=cfg.rollout.tasks_per_iter, seed=ctx.seed)),
+        n=cfg.rollout.rollouts_per_task, max_steps=cfg.rollout.max_steps, sampling=cfg.rollout.sampling,
+        seed=ctx.seed, iteration=ctx.iteration, history_turns=cfg.models.history_turns,
+        invalid_action=cfg.rollout.invalid_action, env=cfg.env(), workdir=workdir,
+    )  # fmt: skip
+    with ctx.generator(policy, Role.POLICY, models=cfg.models, threads=cfg.threads) as generator:
+        frames = adapter_for(cfg.setting).rollout(request, generator=generator)
     for name, frame in frames.items():
         ctx.writer.write_frame(name, frame)
-    if (workdir / "files").is_dir():
-        ctx.writer.put_dir(
-            workdir / "files", "files"
-        )  # e.g. GUI screenshots named by rollouts.observation_ref
+    if (workdir / "files").is_dir():  # e.g. GUI screenshots named by rollouts.observation_ref
+        ctx.writer.put_dir(workdir / "files", "files")
     return rollout_metrics(frames["rollouts"])

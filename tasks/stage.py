@@ -1,17 +1,24 @@
-"""The stage machinery every task module uses (design §3): content keys, attempts, caching, logging.
+"""The stage machinery every task module uses (design §3): typed inputs, content keys, attempts, caching.
 
-A stage is declared with :func:`stage`::
+A stage is declared with :func:`stage`, naming the slice of the configuration it reads
+(:mod:`rla_core.stage_inputs`)::
 
-    @stage("judge", config=("judge", "models"))
-    def judge(ctx: StageContext, *, rollouts: StageRef, reward_model: StageRef) -> dict[str, float]:
-        ...  # read inputs through ctx, write outputs through ctx.writer, return metrics
+    @stage(StageName.JUDGE, inputs=JudgeInputs)
+    def judge(ctx: StageContext[JudgeInputs], *, rollouts: StageRef, reward_model: StageRef) -> dict[str, float]:
+        ...  # ctx.inputs is the slice; read inputs through ctx, write outputs through ctx.writer
 
 Calling ``judge(run, iteration, rollouts=..., reward_model=...)`` computes the stage's content key —
 stage name, code version (:mod:`tasks.code_closure`: every project file the task module imports,
-transitively, or runs/reads as a declared resource), its config slice, its inputs' content keys and
-its seed. The manifests are the source of truth: if the attempt in use has the same key and intact
-outputs, the stage is skipped; otherwise the body runs in a fresh attempt and its manifest is
-committed last. Metrics go to MLflow with ``step=iteration``.
+transitively, or runs/reads as a declared resource), the canonical JSON of its slice (speed-only keys
+left out), its inputs' content keys and its seed. The body sees the slice, never the whole config, so a
+field that changes its results always changes its key. The manifests are the source of truth: if the
+attempt in use has the same key and intact outputs, the stage is skipped; otherwise the body runs in a
+fresh attempt and its manifest is committed last. Metrics go to MLflow with ``step=iteration``.
+
+Stages register themselves (:data:`STAGES`). Under :func:`planning` a stage call runs nothing: it records
+what it would run (:class:`PlannedStage`) and hands back the attempt in use when that one is current,
+so calling the flow's own body in that mode gives its plan (``flows.plan``): the one declaration of the
+pipeline is the flow.
 
 Prefect's result cache is machine-wide (every run on the machine shares it), so its cache key is the
 content key *plus the run's identity* — resolved artifact root and run id (:func:`prefect_cache_key`)
@@ -22,6 +29,7 @@ with the same config and seed never see each other's stage references.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import shutil
@@ -30,42 +38,36 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import polars as pl
 from prefect import get_run_logger, task
 from prefect.context import TaskRunContext
 
 from rla_core.config import RunConfig, TrainConfig, hash_jsonable
-from rla_core.store import ArtifactStore, StageWriter, publish_dir
+from rla_core.stage_inputs import GenerationModels, Role, StageInputs, StageName
+from rla_core.store import ArtifactStore, StageWriter
+from rla_core.store.atomic import publish_dir
 from tasks.code_closure import code_version
+from tasks.context import RunContext
 from tasks.progress import stage_progress
-from tasks.tracking import Tracker, publish_iteration_summary
+from tasks.tracking import publish_iteration_summary
 
 if TYPE_CHECKING:
     from rla_core.models.generator import Generator
+    from rla_core.models.trainer import PlacementFields
 
 STAGE_SECONDS_KEY = "stage_compute_s"
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What every stage of one training run shares. Small and picklable (it travels to Prefect tasks)."""
-
-    run_id: str
-    config: RunConfig
-    storage_options: dict[str, Any] = field(default_factory=dict)
-    tracker: Tracker | None = None
-    cache_dir: str = ".cache"
-
-    @functools.cached_property
-    def store(self) -> ArtifactStore:
-        return ArtifactStore(self.config.artifact_root, storage_options=self.storage_options)
+InputsT = TypeVar("InputsT", bound=StageInputs)
 
 
 @dataclass(frozen=True)
 class StageRef:
-    """A committed stage attempt: what downstream stages take as input (by content key)."""
+    """A committed stage attempt: what downstream stages take as input (by content key).
+
+    Under :func:`planning`, a stage that would still run hands back a ref with ``attempt`` 0 and a
+    ``planned:`` content key, so everything downstream of it is planned to run too.
+    """
 
     run_id: str
     iteration: int
@@ -74,21 +76,29 @@ class StageRef:
     content_key: str
     metrics: dict[str, float]
 
+    @property
+    def planned(self) -> bool:
+        return self.content_key.startswith(PLANNED_PREFIX)
+
+
+PLANNED_PREFIX = "planned:"
+
 
 @dataclass
-class StageContext:
-    """Handed to a stage body: its identity, seed, config, a writer for its outputs and readers for inputs."""
+class StageContext(Generic[InputsT]):
+    """Handed to a stage body: its identity, seed, typed config slice, a writer and readers for inputs.
 
-    run: RunContext
+    There is deliberately no access to the whole run config: what the body reads is ``inputs``.
+    """
+
+    _run: RunContext
     iteration: int
-    stage: str
-    seed: int
+    stage: StageName
+    seed: int  # this stage's seed (stage_seed of the run seed, iteration and name)
+    run_seed: int  # the run's master seed (evaluation derives its one fixed seed from it)
+    inputs: InputsT
     writer: StageWriter
     _scratch: list[Path] = field(default_factory=list)
-
-    @property
-    def config(self) -> RunConfig:
-        return self.run.config
 
     @property
     def log(self) -> Any:
@@ -96,19 +106,21 @@ class StageContext:
 
     def read(self, ref: StageRef, name: str) -> pl.DataFrame:
         """Read frame ``name`` of an input stage (schema-validated, hash-checked)."""
-        return self.run.store.read_frame(ref.run_id, ref.iteration, ref.stage, name)
+        return self._run.store.read_frame(ref.run_id, ref.iteration, ref.stage, name)
 
     def has_frame(self, ref: StageRef, name: str) -> bool:
-        manifest = self.run.store.manifest(ref.run_id, ref.iteration, ref.stage)
+        manifest = self._run.store.manifest(ref.run_id, ref.iteration, ref.stage)
         return manifest is not None and name in manifest.frames
 
-    def checkpoint(self, ref: StageRef, name: str) -> Path:
-        """A local directory holding checkpoint ``name`` of an input stage (materialised once if remote)."""
-        return local_checkpoint(self.run, ref, name)
+    def checkpoint(self, ref: StageRef, role: Role) -> Path:
+        """A local directory holding checkpoint ``role`` of an input stage (materialised once if remote)."""
+        return local_checkpoint(self._run, ref, role)
 
     @contextlib.contextmanager
-    def generator(self, ref: StageRef, name: str) -> Iterator[Generator]:
-        """A generator over checkpoint ``name`` (the role) of an input stage, closed when the block ends.
+    def generator(
+        self, ref: StageRef, role: Role, *, models: GenerationModels, threads: int
+    ) -> Iterator[Generator]:
+        """A generator over checkpoint ``role`` of an input stage, closed when the block ends.
 
         With the vLLM backend a server is started on exactly that checkpoint, served under the producing
         stage's content key and the role, and stopped when the block ends (also on errors).
@@ -116,11 +128,10 @@ class StageContext:
         from rla_core.models.generator import open_generator
         from rla_core.models.serving import served_name
 
-        _set_threads(self.config.threads)
+        _set_threads(threads)
         gen = open_generator(
-            self.checkpoint(ref, name), models=self.config.models, role=name,
-            name=served_name(ref.content_key, name),
-        )  # fmt: skip
+            self.checkpoint(ref, role), models=models, role=role, name=served_name(ref.content_key, role)
+        )
         try:
             yield gen
         finally:
@@ -135,8 +146,8 @@ class StageContext:
 
     def tag(self, key: str, value: str) -> None:
         """An MLflow tag on the run (e.g. checkpoint ids); no-op without a tracker."""
-        if self.run.tracker is not None:
-            self.run.tracker.set_tags({key: value})
+        if self._run.tracker is not None:
+            self._run.tracker.set_tags({key: value})
 
     def scratch(self) -> Path:
         """A fresh local temporary directory, removed when the stage ends."""
@@ -176,7 +187,7 @@ def file_digest(path: str | Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else f"missing:{path}"
 
 
-def derive_seed(master: int, iteration: int, stage: str) -> int:
+def stage_seed(master: int, iteration: int, stage: str) -> int:
     """A stage's seed: a pure function of the run seed, the iteration and the stage name."""
     digest = hashlib.sha256(f"{master}:{iteration}:{stage}".encode()).hexdigest()
     return int(digest[:8], 16)
@@ -207,21 +218,31 @@ def signal_frames(
 
 
 def train_checkpoint(
-    ctx: StageContext, *, rows: pl.DataFrame, base: StageRef, name: str, cfg: TrainConfig, prefix: str
+    ctx: StageContext[Any],
+    *,
+    rows: pl.DataFrame,
+    base: StageRef,
+    role: Role,
+    cfg: TrainConfig,
+    placement: PlacementFields,
+    threads: int,
+    prefix: str,
 ) -> dict[str, float]:
-    """One RL update of checkpoint ``name`` of stage ``base``; the result is written as checkpoint ``name``."""
+    """One RL update of checkpoint ``role`` of stage ``base``; the result is written as checkpoint ``role``.
+
+    ``placement``: ``training.device/dtype/processes/strategy`` — in-process or `accelerate launch`
+    workers (issue 12); ``threads`` caps torch's CPU threads.
+    """
     from rla_core.models.trainer import Placement, rl_update
 
-    _set_threads(ctx.config.threads)
-    out = ctx.scratch() / name
-    # training.device/dtype/processes/strategy: in-process or `accelerate launch` workers (issue 12).
-    placement = Placement.from_config(ctx.config.training, threads=ctx.config.threads)
+    _set_threads(threads)
+    out = ctx.scratch() / role
     stats = rl_update(
-        ctx.checkpoint(base, name), rows, cfg=cfg, out_dir=out, seed=ctx.seed, lora=ctx.config.models.lora,
-        placement=placement,
+        ctx.checkpoint(base, role), rows, cfg=cfg, out_dir=out, seed=ctx.seed, lora=ctx.inputs.models.lora,
+        placement=Placement.from_config(placement, threads=threads),
     )  # fmt: skip
-    ctx.writer.put_dir(out, name)
-    ctx.tag(f"checkpoint.{name}", f"iter-{ctx.iteration:04d}/{ctx.stage}")
+    ctx.writer.put_dir(out, role)
+    ctx.tag(f"checkpoint.{role}", f"iter-{ctx.iteration:04d}/{ctx.stage}")
     return {f"{prefix}/{k}": float(v) for k, v in stats.items()}
 
 
@@ -244,52 +265,64 @@ def _cache_key(_ctx: TaskRunContext, parameters: dict[str, Any]) -> str:
 
 
 StageBody = Callable[..., dict[str, float]]
+STAGES: dict[StageName, Stage[Any]] = {}  # every declared stage, by name (filled as task modules load)
 
 
-class Stage:
+class Stage(Generic[InputsT]):
     """A declared stage: call it with (run, iteration, **inputs) to get a :class:`StageRef`."""
 
     def __init__(
         self,
-        name: str,
+        name: StageName,
         body: StageBody,
         *,
-        config: tuple[str, ...],
-        key_extra: Callable[[RunContext], Any] | None,
-        retries: int,
+        inputs: type[InputsT],
+        key_extra: Callable[[InputsT], Any] | None,
     ) -> None:
+        if name in STAGES and STAGES[name].body.__module__ != body.__module__:
+            raise ValueError(
+                f"stage {name} is declared twice: {STAGES[name].body.__module__}, {body.__module__}"
+            )
         self.name = name
-        self.body = body
-        self.config_sections = config
+        self.body: StageBody = body
+        self.inputs_type = inputs
         self.key_extra = key_extra
+        STAGES[name] = self
 
         def run_stage(run: RunContext, iteration: int, key: str, inputs: dict[str, StageRef]) -> StageRef:
             return self._execute(run, iteration, key, inputs)
 
         run_stage.__name__ = run_stage.__qualname__ = f"stage_{name}"
         self.task = task(
-            name=name,
+            name=str(name),
             cache_key_fn=_cache_key,
             persist_result=True,
-            retries=retries,
             task_run_name=f"{name}-iter{{iteration}}",
         )(run_stage)
 
+    def slice(self, cfg: RunConfig) -> InputsT:
+        """The configuration this stage reads (its typed slice of ``cfg``)."""
+        return self.inputs_type.from_config(cfg)
+
     def key(self, run: RunContext, iteration: int, inputs: dict[str, StageRef]) -> str:
         """The stage's content key (design §3)."""
+        sliced = self.slice(run.config)
         return hash_jsonable(
             {
-                "stage": self.name,
+                "stage": str(self.name),
                 "iteration": iteration,
                 "code": code_version(self.body.__module__),
-                "config": run.config.section_hash(*self.config_sections),
-                "seed": derive_seed(run.config.seed, iteration, self.name),
+                "config": hash_jsonable(sliced.key_json()),
+                "seed": stage_seed(run.config.seed, iteration, self.name),
                 "inputs": {k: v.content_key for k, v in sorted(inputs.items())},
-                "extra": self.key_extra(run) if self.key_extra else None,
+                "extra": self.key_extra(sliced) if self.key_extra else None,
             }
         )
 
     def __call__(self, run: RunContext, iteration: int, **inputs: StageRef) -> StageRef:
+        planner = _PLANNER.get()
+        if planner is not None:
+            return planner.visit(self, run, iteration, inputs)
         key = self.key(run, iteration, inputs)
         done = run.store.is_done(run.run_id, iteration, self.name, key)
         ref: StageRef = self.task.with_options(refresh_cache=not done)(run, iteration, key, inputs)
@@ -309,19 +342,32 @@ class Stage:
             ref.content_key,
         )
 
-    def _execute(self, run: RunContext, iteration: int, key: str, inputs: dict[str, StageRef]) -> StageRef:
-        store = run.store
+    def _done_ref(
+        self, run: RunContext, iteration: int, key: str, store: ArtifactStore | None = None
+    ) -> StageRef | None:
+        """The attempt in use, if it has ``key`` and intact files (design §3 skip rule)."""
+        store = store or run.store
         manifest = store.manifest(run.run_id, iteration, self.name)
-        if manifest is not None and manifest.stage_key == key and not store.problems(manifest):
-            # Done by an earlier process whose Prefect cache we cannot see: the manifest decides.
-            return StageRef(
-                run.run_id, iteration, self.name, manifest.attempt, manifest.content_key,
-                dict(manifest.extra.get("metrics", {})),
-            )  # fmt: skip
+        if manifest is None or manifest.stage_key != key or store.problems(manifest):
+            return None
+        return StageRef(
+            run.run_id, iteration, self.name, manifest.attempt, manifest.content_key,
+            {k: float(v) for k, v in manifest.extra.get("metrics", {}).items()},
+        )  # fmt: skip
+
+    def _execute(self, run: RunContext, iteration: int, key: str, inputs: dict[str, StageRef]) -> StageRef:
+        done = self._done_ref(run, iteration, key)
+        if done is not None:
+            return done  # done by an earlier process whose Prefect cache we cannot see: the manifest decides
+        store = run.store
         logger = get_run_logger()
-        seed = derive_seed(run.config.seed, iteration, self.name)
+        seed = stage_seed(run.config.seed, iteration, self.name)
         with store.begin(run.run_id, iteration, self.name) as writer:
-            ctx = StageContext(run=run, iteration=iteration, stage=self.name, seed=seed, writer=writer)
+            ctx = StageContext(
+                _run=run, iteration=iteration, stage=self.name, seed=seed, run_seed=run.config.seed,
+                inputs=self.slice(run.config),
+                writer=writer,
+            )  # fmt: skip
             logger.info("%s iteration %d started (attempt %d)", self.name, iteration, writer.attempt)
             start = time.perf_counter()
             try:
@@ -347,16 +393,98 @@ class Stage:
         return StageRef(run.run_id, iteration, self.name, manifest.attempt, manifest.content_key, metrics)
 
 
-def stage(
-    name: str,
-    *,
-    config: tuple[str, ...],
-    key_extra: Callable[[RunContext], Any] | None = None,
-    retries: int = 0,
-) -> Callable[[StageBody], Stage]:
-    """Declare a stage body (see the module docstring)."""
+def all_stages() -> dict[StageName, Stage[Any]]:
+    """Every declared stage: each :class:`StageName` is declared by the module ``tasks.<name>``."""
+    import importlib
 
-    def wrap(body: StageBody) -> Stage:
-        return Stage(name, body, config=config, key_extra=key_extra, retries=retries)
+    for name in StageName:
+        importlib.import_module(f"tasks.{name.value}")
+    return dict(STAGES)
+
+
+def stage(
+    name: StageName, *, inputs: type[InputsT], key_extra: Callable[[InputsT], Any] | None = None
+) -> Callable[[StageBody], Stage[InputsT]]:
+    """Declare a stage body and the configuration slice it reads (see the module docstring)."""
+
+    def wrap(body: StageBody) -> Stage[InputsT]:
+        return Stage(name, body, inputs=inputs, key_extra=key_extra)
 
     return wrap
+
+
+# --- plan-only mode: what the flow would run, without running it -----------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedStage:
+    """One stage call of the flow under :func:`planning`.
+
+    ``done``: the attempt in use has the key the flow computes today and intact files (a resume skips
+    it). ``key`` is None when an input is itself still to run (its outputs, hence this key, are unknown).
+    """
+
+    iteration: int
+    stage: StageName
+    key: str | None
+    done: bool
+    inputs: dict[str, str]
+
+
+class _Planner:
+    def __init__(self, *, check: bool, store: ArtifactStore | None) -> None:
+        self.check = check
+        self.store = store
+        self.stages: list[PlannedStage] = []
+
+    def visit(
+        self, stage: Stage[Any], run: RunContext, iteration: int, inputs: dict[str, StageRef]
+    ) -> StageRef:
+        known = self.check and not any(ref.planned for ref in inputs.values())
+        key = stage.key(run, iteration, inputs) if known else None
+        done = stage._done_ref(run, iteration, key, self.store) if key is not None else None
+        self.stages.append(
+            PlannedStage(
+                iteration, stage.name, key, done is not None, {k: v.content_key for k, v in inputs.items()}
+            )
+        )
+        if done is not None:
+            return done
+        return StageRef(run.run_id, iteration, stage.name, 0, f"{PLANNED_PREFIX}{iteration}/{stage.name}", {})
+
+
+_PLANNER: contextvars.ContextVar[_Planner | None] = contextvars.ContextVar("rla_stage_planner", default=None)
+
+
+@contextlib.contextmanager
+def planning(*, check: bool = True, store: ArtifactStore | None = None) -> Iterator[list[PlannedStage]]:
+    """Stage calls inside the block record a :class:`PlannedStage` instead of running (see module doc).
+
+    With ``check`` each stage's key is computed and compared with its manifest in ``store`` (default: the
+    run's own); without, only the order and wiring are recorded (no store access).
+    """
+    planner = _Planner(check=check, store=store)
+    token = _PLANNER.set(planner)
+    try:
+        yield planner.stages
+    finally:
+        _PLANNER.reset(token)
+
+
+def is_planning() -> bool:
+    return _PLANNER.get() is not None
+
+
+class PlannableFlow:
+    """A Prefect (sub)flow that, under :func:`planning`, runs its body directly (no Prefect run)."""
+
+    def __init__(self, flow: Any) -> None:
+        self.flow = flow
+        functools.update_wrapper(self, flow.fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.flow.fn(*args, **kwargs) if is_planning() else self.flow(*args, **kwargs)
+
+
+def plannable(flow: Any) -> PlannableFlow:
+    return PlannableFlow(flow)

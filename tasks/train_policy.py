@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from rla_core.stage_inputs import Role, StageName, TrainPolicyInputs
 from tasks.stage import StageContext, StageRef, stage, train_checkpoint
 
 
-@stage(
-    "train_policy",
-    config=("training.policy", "training.dtype", "models.lora", "threads"),
-)
-def train_policy(ctx: StageContext, *, samples: StageRef, policy: StageRef) -> dict[str, float]:
+@stage(StageName.TRAIN_POLICY, inputs=TrainPolicyInputs)
+def train_policy(
+    ctx: StageContext[TrainPolicyInputs], *, samples: StageRef, policy: StageRef
+) -> dict[str, float]:
     """Write checkpoint 'policy' (a copy of the input when there is nothing to learn: a recorded no-op)."""
+    cfg = ctx.inputs
     return train_checkpoint(
-        ctx, rows=ctx.read(samples, "policy_samples"), base=policy, name="policy",
-        cfg=ctx.config.training.policy, prefix="policy",
+        ctx, rows=ctx.read(samples, "policy_samples"), base=policy, role=Role.POLICY, cfg=cfg.training.policy,
+        placement=cfg.training, threads=cfg.threads, prefix="policy",
     )  # fmt: skip

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from rla_core.stage_inputs import Role, StageName, TrainRewardInputs
 from tasks.stage import StageContext, StageRef, stage, train_checkpoint
 
 
-@stage(
-    "train_reward",
-    config=("training.reward", "training.dtype", "models.lora", "threads"),
-)
-def train_reward(ctx: StageContext, *, samples: StageRef, reward_model: StageRef) -> dict[str, float]:
+@stage(StageName.TRAIN_REWARD, inputs=TrainRewardInputs)
+def train_reward(
+    ctx: StageContext[TrainRewardInputs], *, samples: StageRef, reward_model: StageRef
+) -> dict[str, float]:
     """Write checkpoint 'reward' (a copy of the input when there is nothing to learn: a recorded no-op)."""
+    cfg = ctx.inputs
     return train_checkpoint(
-        ctx, rows=ctx.read(samples, "reward_samples"), base=reward_model, name="reward",
-        cfg=ctx.config.training.reward, prefix="reward_model",
+        ctx, rows=ctx.read(samples, "reward_samples"), base=reward_model, role=Role.REWARD,
+        cfg=cfg.training.reward, placement=cfg.training, threads=cfg.threads, prefix="reward_model",
     )  # fmt: skip

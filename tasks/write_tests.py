@@ -4,29 +4,33 @@ from __future__ import annotations
 
 import polars as pl
 
+from rla_core.config import Setting
 from rla_core.settings.coding import CodingSetting, coding_task
+from rla_core.stage_inputs import Role, StageName, WriteTestsInputs, need
 from tasks.stage import StageContext, StageRef, stage
 
 
-@stage(
-    "write_tests",
-    config=("coding.unit_tests_per_task", "coding.unit_test_sampling", "models.serving",
-            "threads"),
-)  # fmt: skip
+@stage(StageName.WRITE_TESTS, inputs=WriteTestsInputs)
 def write_tests(
-    ctx: StageContext, *, rollouts: StageRef, tasks: StageRef, reward_model: StageRef
+    ctx: StageContext[WriteTestsInputs], *, rollouts: StageRef, tasks: StageRef, reward_model: StageRef
 ) -> dict[str, float]:
     """Write 'unit_tests' (invalid tests kept with their reason)."""
+    cfg = ctx.inputs
     played = ctx.read(rollouts, "rollouts").unique("task_id", keep="first", maintain_order=True)
     specs = ctx.task_specs(played["task_id"].to_list(), tasks)
     coding = [coding_task(task_id, spec) for task_id, spec in specs.items()]
-    with ctx.generator(reward_model, "reward") as generator:
+    with ctx.generator(reward_model, Role.REWARD, models=cfg.models, threads=cfg.threads) as generator:
         unit_tests = CodingSetting().write_tests(
-            ctx.config, coding, generator=generator, seed=ctx.seed, iteration=ctx.iteration
+            need(cfg.coding, Setting.CODING),
+            coding,
+            generator=generator,
+            seed=ctx.seed,
+            iteration=ctx.iteration,
         )
     ctx.writer.write_frame("unit_tests", unit_tests)
     valid = unit_tests.filter(pl.col("valid")).height
-    return {
-        "reward_model/unit_tests": float(unit_tests.height),
-        "reward_model/unit_test_invalid_rate": 1.0 - valid / unit_tests.height if unit_tests.height else 0.0,
-    }
+    # No tests written: no invalid rate to report (null, not a fabricated 0).
+    rate = (
+        {"reward_model/unit_test_invalid_rate": 1.0 - valid / unit_tests.height} if unit_tests.height else {}
+    )
+    return {"reward_model/unit_tests": float(unit_tests.height), **rate}

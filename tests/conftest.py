@@ -14,7 +14,10 @@ from typing import Any
 import polars as pl
 import pytest
 
+from flows.process_env import apply_process_defaults
 from rla_core.schemas import get_schema
+
+apply_process_defaults()  # the test session is an entry point: before any test imports Prefect
 
 
 @dataclass(frozen=True)

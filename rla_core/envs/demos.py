@@ -33,8 +33,8 @@ from rla_core.envs.prompts import (
 from rla_core.envs.rollout import derive_seed
 
 if TYPE_CHECKING:
-    from rla_core.config import RunConfig
     from rla_core.envs.base import Environment, Episode
+    from rla_core.stage_inputs import BootstrapInputs
 
 _COLUMNS = {"prompt": pl.String, "response": pl.String}
 
@@ -145,7 +145,7 @@ def noisy_policy_demos(
 
 
 def policy_warm_start_rows(
-    cfg: RunConfig, env: Environment, specs: Sequence[dict[str, Any]], *, seed: int
+    cfg: BootstrapInputs, env: Environment, specs: Sequence[dict[str, Any]], *, seed: int
 ) -> pl.DataFrame:
     """The policy's warm-start rows as configured: the walkthroughs (:func:`policy_demos`), or with
     ``models.policy_demo_noise > 0`` noisy-expert episodes (:func:`noisy_policy_demos`)."""

@@ -38,6 +38,7 @@ from rla_core.envs.textworld_env import DIFFICULTY_KEYS, SPEC_BOUNDS, canonical_
 from rla_core.schemas import get_schema, validate
 
 if TYPE_CHECKING:
+    from rla_core.algo.curriculum import RewriteTarget
     from rla_core.config import SamplingConfig
     from rla_core.models.generator import Generator
 
@@ -60,6 +61,24 @@ class RewriteRequest:
                 f"slot '{self.slot_id}': a rewrite needs goal 'harder' or 'easier', not 'keep' (rewrite_targets "
                 "never asks to rewrite a task whose accuracy is in band)"
             )
+
+    @classmethod
+    def for_targets(
+        cls, targets: Sequence[RewriteTarget], feedback: dict[str, CriticFeedback]
+    ) -> list[RewriteRequest]:
+        """One request per rewrite target (``rla_core.algo.curriculum.rewrite_targets``), with its feedback."""
+        return [
+            cls(
+                slot_id=t.slot_id,
+                parent_task_id=t.task_id,
+                parent_spec=t.spec,
+                root_spec=t.root_spec,
+                goal=t.goal,
+                prev_acc=t.prev_acc,
+                feedback=feedback.get(t.task_id),
+            )
+            for t in targets
+        ]
 
 
 @dataclass(frozen=True)

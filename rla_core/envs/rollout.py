@@ -21,8 +21,9 @@ Either way the batched runner's rows equal playing each episode alone (``rollout
 same seed (design §3 determinism).
 
 Example:
-    >>> frame = run_rollouts([PlayTask("t0", "s0", False, spec)], env=env, generator=gen, n=4,
-    ...                      max_steps=8, sampling=SamplingConfig(), seed=1, iteration=1)  # doctest: +SKIP
+    >>> request = RolloutRequest(tasks=(PlayTask("t0", "s0", False, spec),), n=4, max_steps=8,
+    ...                          sampling=SamplingConfig(), seed=1, iteration=1, history_turns=2)
+    >>> frame = run_rollouts(request, env=env, generator=gen)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from rla_core.config import SamplingConfig
     from rla_core.envs.base import Environment, Episode
     from rla_core.models.generator import Generation, Generator
+    from rla_core.stage_inputs import RolloutRequest
 
 
 class GenerationMode(StrEnum):
@@ -56,11 +58,6 @@ class GenerationMode(StrEnum):
 
     PER_EPISODE = "per_episode"
     JOINT = "joint"
-
-
-# The task type is the curriculum's (one play-task type across algo and envs); the old name stays
-# for callers written before they were merged.
-RolloutTask = PlayTask
 
 
 def derive_seed(seed: int, *parts: object) -> int:
@@ -88,39 +85,35 @@ class _Live:
 
 
 def run_rollouts(
-    tasks: Sequence[PlayTask | tuple[str, str, bool, dict[str, Any]]],
+    request: RolloutRequest,
     *,
     env: Environment,
     generator: Generator,
-    n: int,
-    max_steps: int,
-    sampling: SamplingConfig,
-    seed: int,
-    iteration: int,
-    history_turns: int = 2,
     mode: GenerationMode = GenerationMode.JOINT,
     timings: RolloutTimings | None = None,
     rollout_ids: Sequence[int] | None = None,
-    invalid_action: InvalidAction = InvalidAction.FALLBACK,
 ) -> pl.DataFrame:
-    """Play ``n`` rollouts of every task concurrently; return the 'rollouts' artifact (spec §1.2(a)).
+    """Play ``request.n`` rollouts of every task concurrently; return the 'rollouts' artifact (spec §1.2(a)).
 
     Writes every 'rollouts' column: iteration, task_id, slot_id, pending, rollout_id (0..n-1), step
     (0-based), prompt, response, action (the command played), action_valid, invalid_reason (null when
     valid), next_observation, expert_actions (JSON list of the engine's optimal next commands before
     the action), done (True on the last row of a rollout), outcome (+1 won / -1, on every row), score
     (null: text games have no partial score), prompt_tokens, response_tokens. The prompt shows the last
-    ``history_turns`` turns (``models.history_turns``) and is passed through ``generator.format_prompt``
-    (chat markup when ``models.serving.chat_template`` is on). Rows are ordered by
-    task order, rollout_id, step. ``timings``, when given, accumulates generation vs. engine time.
-    ``rollout_ids`` plays only those rollouts of each task (default ``range(n)``), e.g. to replay one.
-    ``invalid_action``: ``FALLBACK`` plays the spec's fallback action for an invalid answer; ``FAIL``
-    ends the episode there as a failure (the row's ``action`` is empty and the game is not stepped).
+    ``request.history_turns`` turns (``models.history_turns``) and is passed through
+    ``generator.format_prompt`` (chat markup when ``models.serving.chat_template`` is on). Rows are
+    ordered by task order, rollout_id, step. ``timings``, when given, accumulates generation vs. engine
+    time. ``rollout_ids`` plays only those rollouts of each task (default ``range(n)``), e.g. to replay
+    one. ``request.invalid_action``: ``FALLBACK`` plays the spec's fallback action for an invalid answer;
+    ``FAIL`` ends the episode there as a failure (the row's ``action`` is empty and the game is not
+    stepped). ``env`` is the environment already opened for ``request.env``.
     """
+    n, max_steps, seed, iteration = request.n, request.max_steps, request.seed, request.iteration
+    sampling, history_turns, invalid_action = request.sampling, request.history_turns, request.invalid_action
     if n < 1 or max_steps < 1:
         raise ValueError(f"n={n} and max_steps={max_steps} must both be at least 1")
     timer = timings if timings is not None else RolloutTimings()
-    parsed_tasks = [PlayTask(*t) for t in tasks]
+    parsed_tasks = [PlayTask(*t) for t in request.tasks]
     for task in parsed_tasks:
         env.validate_spec(task.spec)
     live: list[_Live] = []

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     import httpx
     import torch
 
+    from rla_core.stage_inputs import GenerationModels
+
 log = logging.getLogger(__name__)
 
 # A reachability probe must fail fast: an unreachable endpoint is a config error, not a slow network.
@@ -114,7 +116,7 @@ def checkpoint_name(model: str | Path, role: str) -> str:
 def open_generator(
     model: str | Path,
     *,
-    models: ModelsConfig,
+    models: GenerationModels | ModelsConfig,
     role: str = "policy",
     name: str | None = None,
     runtime_dir: Path | None = None,

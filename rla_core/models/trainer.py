@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rla_core import progress
 from rla_core.algo.losses import ppo_k3_loss
-from rla_core.config import LoraConfig, TrainConfig, TrainingConfig
+from rla_core.config import LoraConfig, TrainConfig, TrainDtype, TrainStrategy
 from rla_core.errors import ModelError, ProcessError
 from rla_core.models.bootstrap import resolve_device, validate_checkpoint
 from rla_core.procs import ProcessGroup, default_runtime_dir
@@ -112,6 +112,21 @@ class WorkerSpec(BaseModel):
         return cls.model_validate_json(Path(path).read_text())
 
 
+class PlacementFields(Protocol):
+    """The ``training.*`` keys that say where an update runs (config ``training`` or a stage's slice)."""
+
+    @property
+    def device(self) -> str: ...
+    @property
+    def dtype(self) -> TrainDtype: ...
+    @property
+    def processes(self) -> int: ...
+    @property
+    def strategy(self) -> TrainStrategy: ...
+    @property
+    def worker_timeout_s(self) -> float: ...
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where and how an update runs: config ``training`` with the device resolved.
@@ -129,7 +144,7 @@ class Placement:
     timeout_s: float | None = None
 
     @classmethod
-    def from_config(cls, training: TrainingConfig, *, threads: int | None = None) -> Placement:
+    def from_config(cls, training: PlacementFields, *, threads: int | None = None) -> Placement:
         return cls(
             device=resolve_device(training.device, setting="training.device"),
             dtype=str(training.dtype.value),

@@ -20,14 +20,25 @@ from rla_core.algo.coding_rewards import (
     score_programs,
 )
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
-from rla_core.config import InvalidAction, RunConfig
+from rla_core.config import Setting
 from rla_core.errors import EnvironmentSpecError
 from rla_core.schemas import validate
-from rla_core.settings import WarmStartData, resolve_data_path
+from rla_core.settings import ProposalRequest, WarmStartData, resolve_data_path
+from rla_core.stage_inputs import (
+    AdaptInputs,
+    BootstrapInputs,
+    CodingSandbox,
+    CodingUnitTests,
+    EvaluateInputs,
+    LabelInputs,
+    RolloutRequest,
+    SeedTasksInputs,
+    expect_section,
+    need,
+)
 
 if TYPE_CHECKING:
     from rla_core.coding.tasks import CodingTask
-    from rla_core.config import SamplingConfig
     from rla_core.models.generator import Generator
     from rla_core.sandbox.runner import Sandbox
 
@@ -39,10 +50,10 @@ def coding_task(task_id: str, spec: dict[str, Any]) -> CodingTask:
     return dataclasses.replace(CodingTask.from_spec(spec, where=task_id), task_id=task_id)
 
 
-def sandbox(cfg: RunConfig) -> Sandbox:
+def sandbox(section: CodingSandbox) -> Sandbox:
     from rla_core.sandbox.runner import Sandbox
 
-    return Sandbox(max_parallel=cfg.coding.max_parallel)
+    return Sandbox(max_parallel=section.max_parallel)
 
 
 def _load(path: str | Path, *, what: str) -> list[CodingTask]:
@@ -80,23 +91,23 @@ class CodingSetting:
     judge_strict = False
     env_name = "coding"
 
-    def seed_tasks(self, cfg: RunConfig) -> list[tuple[str, str, dict[str, Any]]]:
-        return [
-            (t.task_id, self.env_name, t.spec()) for t in _load(cfg.coding.problems, what="training problem")
-        ]
+    def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
+        problems = need(inputs.coding, Setting.CODING).problems
+        return [(t.task_id, self.env_name, t.spec()) for t in _load(problems, what="training problem")]
 
-    def eval_tasks(self, cfg: RunConfig, path: str | Path | None) -> list[PlayTask]:
-        tasks = _load(path or cfg.coding.eval_problems, what="evaluation problem")
+    def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]:
+        tasks = _load(path or need(inputs.coding, Setting.CODING).eval_problems, what="evaluation problem")
         return [PlayTask(t.task_id, t.task_id, False, t.spec()) for t in tasks]
 
-    def warm_start(self, cfg: RunConfig, *, seed: int) -> WarmStartData:
+    def warm_start(self, inputs: BootstrapInputs, *, seed: int) -> WarmStartData:
         from rla_core.coding.demos import policy_demo_rows, unit_test_demo_rows
         from rla_core.coding.prompts import TEMPLATES
 
         del seed  # the demonstrations are the reference solutions: deterministic
-        tasks = _load(cfg.coding.problems, what="training problem")
+        section = need(inputs.coding, Setting.CODING)
+        tasks = _load(section.problems, what="training problem")
         policy = policy_demo_rows(tasks)
-        reward = unit_test_demo_rows(tasks, sandbox=sandbox(cfg), tests_per_task=2)
+        reward = unit_test_demo_rows(tasks, sandbox=sandbox(section), tests_per_task=2)
         corpus = [
             *TEMPLATES.values(),
             *policy["prompt"],
@@ -106,26 +117,15 @@ class CodingSetting:
         ]
         return WarmStartData(corpus=list(corpus), policy_rows=policy, reward_rows=reward)
 
-    def rollout(
-        self,
-        cfg: RunConfig,
-        tasks: list[PlayTask],
-        *,
-        generator: Generator,
-        n: int,
-        max_steps: int,
-        sampling: SamplingConfig,
-        seed: int,
-        iteration: int,
-        workdir: Path | None = None,
-        invalid_action: InvalidAction = InvalidAction.FALLBACK,
-    ) -> dict[str, pl.DataFrame]:
+    def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
         from rla_core.coding.execute import gt_tests_frame, run_tests
         from rla_core.coding.prompts import policy_prompt
         from rla_core.coding.unit_tests import extract_program
 
-        # Coding has one step per rollout (spec §0: T = 1), no action index to be invalid, and no side files.
-        del max_steps, workdir, invalid_action
+        # Coding has one step per rollout (spec §0: T = 1), no action index to be invalid, and no side
+        # files: max_steps, invalid_action and workdir do not apply.
+        section = expect_section(request.env, CodingSandbox)
+        tasks, iteration = request.tasks, request.iteration
         coding = [coding_task(t.task_id, t.spec) for t in tasks]
         prompts = [  # in the model's chat markup when configured: the recorded prompt is what it saw
             generator.format_prompt(
@@ -133,7 +133,7 @@ class CodingSetting:
             )
             for c in coding
         ]
-        outputs = generator.generate(prompts, n=n, sampling=sampling, seed=seed)
+        outputs = generator.generate(prompts, n=request.n, sampling=request.sampling, seed=request.seed)
         rows: list[dict[str, Any]] = []
         for task, prompt, samples in zip(tasks, prompts, outputs, strict=True):
             for rollout_id, gen in enumerate(samples):
@@ -165,28 +165,34 @@ class CodingSetting:
         executions = run_tests(
             programs_frame(base),
             gt_tests_frame(coding),
-            sandbox=sandbox(cfg),
+            sandbox=sandbox(section),
             iteration=iteration,
-            memory_mb=cfg.coding.memory_limit_mb,
-            output_kb=cfg.coding.output_limit_kb,
+            memory_mb=section.memory_limit_mb,
+            output_kb=section.output_limit_kb,
         )
         return {"rollouts": score_programs(base, executions), "executions": executions}
 
     def write_tests(
-        self, cfg: RunConfig, tasks: list[CodingTask], *, generator: Generator, seed: int, iteration: int
+        self,
+        section: CodingUnitTests,
+        tasks: list[CodingTask],
+        *,
+        generator: Generator,
+        seed: int,
+        iteration: int,
     ) -> pl.DataFrame:
         """K unit tests per task written by the reward model (spec §1.1 step 2); artifact 'unit_tests'."""
         from rla_core.coding.prompts import unit_test_prompt
         from rla_core.coding.unit_tests import unit_test_rows
 
-        k = cfg.coding.unit_tests_per_task
+        k = section.unit_tests_per_task
         prompts = [  # in the reward model's chat markup when configured (recorded as seen)
             generator.format_prompt(
                 unit_test_prompt(t.question, test_method=t.test_method, entry_point=t.entry_point)
             )
             for t in tasks
         ]
-        outputs = generator.generate(prompts, n=k, sampling=cfg.coding.unit_test_sampling, seed=seed)
+        outputs = generator.generate(prompts, n=k, sampling=section.unit_test_sampling, seed=seed)
         frames = [
             unit_test_rows(
                 iteration=iteration, task_id=t.task_id, prompts=[p] * k, responses=[g.text for g in gens]
@@ -197,7 +203,7 @@ class CodingSetting:
 
     def execute(
         self,
-        cfg: RunConfig,
+        section: CodingSandbox,
         rollouts: pl.DataFrame,
         unit_tests: pl.DataFrame,
         tasks: list[CodingTask],
@@ -210,21 +216,21 @@ class CodingSetting:
         return run_tests(
             programs_frame(rollouts),
             generated_tests_frame(unit_tests, tasks),
-            sandbox=sandbox(cfg),
+            sandbox=sandbox(section),
             iteration=iteration,
-            memory_mb=cfg.coding.memory_limit_mb,
-            output_kb=cfg.coding.output_limit_kb,
+            memory_mb=section.memory_limit_mb,
+            output_kb=section.output_limit_kb,
         )
 
     def labels(
-        self, cfg: RunConfig, frames: dict[str, pl.DataFrame], *, accepted: set[str]
+        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
     ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
         rollouts, executions, unit_tests = frames["rollouts"], frames["executions"], frames["unit_tests"]
         policy, p_stats = coding_policy_samples(
-            rollouts, executions, cfg=cfg.reward, accepted_pending=accepted
+            rollouts, executions, cfg=inputs.reward, accepted_pending=accepted
         )
         reward, r_stats = coding_reward_samples(
-            rollouts, executions, unit_tests, cfg=cfg.reward, accepted_pending=accepted
+            rollouts, executions, unit_tests, cfg=inputs.reward, accepted_pending=accepted
         )
         stats = {f"policy/{k}": float(v) for k, v in p_stats.items()}
         stats |= {f"reward_model/{k}": float(v) for k, v in r_stats.items()}
@@ -234,19 +240,13 @@ class CodingSetting:
         return policy, reward, stats
 
     def propose(
-        self,
-        cfg: RunConfig,
-        frames: dict[str, pl.DataFrame],
-        targets: list[RewriteTarget],
-        *,
-        env_model: Generator | None,
-        seed: int,
-        iteration: int,
+        self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
         """LLM rewrites of too-easy / too-hard problems anchored to the root problem (spec §3.1)."""
         from rla_core.coding.rewriter import critic_feedback, pass_rates, proposal_rows, rewrite_prompt
         from rla_core.errors import ConfigError
 
+        targets, frames, seed, iteration = job.targets, job.frames, job.seed, job.iteration
         if not targets:  # no task needs rewriting: the stage opens no environment model (issue 10)
             return validate("proposals", pl.DataFrame(schema=_PROPOSAL_SCHEMA))
         if env_model is None:
@@ -256,7 +256,8 @@ class CodingSetting:
             )
         rates = pass_rates(frames["executions"])
         unit_tests = frames["unit_tests"]
-        limit = cfg.coding.max_prompt_test_chars
+        section = need(inputs.coding, Setting.CODING)
+        limit = section.max_prompt_test_chars
         prompts: list[str] = []
         contexts: list[tuple[RewriteTarget, CodingTask, dict[str, Any]]] = []
         for target in targets:
@@ -274,7 +275,7 @@ class CodingSetting:
             )
             prompt = rewrite_prompt(
                 root=root, current=current, feedback=feedback, goal=target.goal.value, prev_acc=target.prev_acc,
-                min_tests=cfg.coding.min_rewrite_tests, time_limit_s=cfg.coding.env_time_limit_s, max_chars=limit,
+                min_tests=section.min_rewrite_tests, time_limit_s=section.env_time_limit_s, max_chars=limit,
             )  # fmt: skip
             prompts.append(prompt)
             contexts.append((target, current, feedback))
@@ -282,8 +283,8 @@ class CodingSetting:
             return validate("proposals", pl.DataFrame(schema=_PROPOSAL_SCHEMA))
         outputs = env_model.generate(
             [env_model.format_prompt(p) for p in prompts],
-            n=cfg.adaptation.candidates,
-            sampling=cfg.adaptation.sampling,
+            n=inputs.adaptation.candidates,
+            sampling=inputs.adaptation.sampling,
             seed=seed,
         )
         frames_out = [
@@ -295,8 +296,8 @@ class CodingSetting:
                 prev_acc=target.prev_acc,
                 feedback=feedback,
                 candidates=[g.text for g in gens],
-                min_tests=cfg.coding.min_rewrite_tests,
-                time_limit_s=cfg.coding.env_time_limit_s,
+                min_tests=section.min_rewrite_tests,
+                time_limit_s=section.env_time_limit_s,
             )
             for (target, current, feedback), gens in zip(contexts, outputs, strict=True)
         ]

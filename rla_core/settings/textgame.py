@@ -14,14 +14,24 @@ from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
-from rla_core.algo.curriculum import PlayTask, RewriteTarget
+from rla_core.algo.curriculum import PlayTask
 from rla_core.algo.labels import policy_samples, reward_samples
-from rla_core.config import InvalidAction, RunConfig
+from rla_core.config import Setting, TextGameEngine
 from rla_core.errors import EnvironmentSpecError
-from rla_core.settings import WarmStartData, read_jsonl
+from rla_core.settings import ProposalRequest, WarmStartData, read_jsonl
+from rla_core.stage_inputs import (
+    AdaptInputs,
+    BootstrapInputs,
+    EvaluateInputs,
+    LabelInputs,
+    RolloutRequest,
+    SeedTasksInputs,
+    TextGameEnv,
+    expect_section,
+    need,
+)
 
 if TYPE_CHECKING:
-    from rla_core.config import SamplingConfig
     from rla_core.envs.alfworld.env import AlfworldEnv
     from rla_core.envs.textworld_env import TextWorldEnv
     from rla_core.models.generator import Generator
@@ -46,94 +56,62 @@ class TextGameSetting:
     judge_strict = False
     env_name = "textworld"  # the default engine; seed_tasks records the configured engine's own name
 
-    def env(self, cfg: RunConfig) -> TextWorldEnv | AlfworldEnv:
-        from rla_core.config import TextGameEngine
-
-        if cfg.textgame.engine is TextGameEngine.ALFWORLD:
+    def env(self, section: TextGameEnv) -> TextWorldEnv | AlfworldEnv:
+        """The configured engine's environment (``textgame.engine``, games cached in ``game_cache_dir``)."""
+        if section.engine is TextGameEngine.ALFWORLD:
             from rla_core.envs.alfworld.env import AlfworldEnv
 
-            return AlfworldEnv(Path(cfg.textgame.game_cache_dir) / "alfworld")
+            return AlfworldEnv(Path(section.game_cache_dir) / "alfworld")
         from rla_core.envs.textworld_env import TextWorldEnv
 
-        return TextWorldEnv(Path(cfg.textgame.game_cache_dir))
+        return TextWorldEnv(Path(section.game_cache_dir))
 
-    def seed_tasks(self, cfg: RunConfig) -> list[tuple[str, str, dict[str, Any]]]:
-        env = self.env(cfg)
-        rows = _spec_rows(cfg.textgame.tasks, what="training task")
+    def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
+        section = need(inputs.textgame, Setting.TEXTGAME)
+        env = self.env(section)
+        rows = _spec_rows(section.tasks, what="training task")
         for _slot, spec in rows:
             env.validate_spec(spec)
         return [(slot, env.name, spec) for slot, spec in rows]
 
-    def eval_tasks(self, cfg: RunConfig, path: str | Path | None) -> list[PlayTask]:
-        rows = _spec_rows(path or cfg.textgame.eval_tasks, what="evaluation task")
+    def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]:
+        rows = _spec_rows(path or need(inputs.textgame, Setting.TEXTGAME).eval_tasks, what="evaluation task")
         return [PlayTask(slot, slot, False, spec) for slot, spec in rows]
 
-    def warm_start(self, cfg: RunConfig, *, seed: int) -> WarmStartData:
+    def warm_start(self, inputs: BootstrapInputs, *, seed: int) -> WarmStartData:
         from rla_core.envs.demos import corpus_texts, judge_demos, policy_warm_start_rows
 
-        env = self.env(cfg)
-        specs = [spec for _slot, _env, spec in self.seed_tasks(cfg)]
-        turns = cfg.models.history_turns  # demos show the history the rollouts will show
+        env = self.env(need(inputs.textgame, Setting.TEXTGAME))
+        specs = [spec for _slot, _env, spec in self.seed_tasks(inputs.seed_sources())]
+        turns = inputs.models.history_turns  # demos show the history the rollouts will show
         return WarmStartData(
             corpus=corpus_texts(env, specs, seed=seed, history_turns=turns),
-            policy_rows=policy_warm_start_rows(cfg, env, specs, seed=seed),
+            policy_rows=policy_warm_start_rows(inputs, env, specs, seed=seed),
             reward_rows=judge_demos(env, specs, seed=seed, history_turns=turns),
         )
 
-    def rollout(
-        self,
-        cfg: RunConfig,
-        tasks: list[PlayTask],
-        *,
-        generator: Generator,
-        n: int,
-        max_steps: int,
-        sampling: SamplingConfig,
-        seed: int,
-        iteration: int,
-        workdir: Path | None = None,
-        invalid_action: InvalidAction = InvalidAction.FALLBACK,
-    ) -> dict[str, pl.DataFrame]:
+    def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
         from rla_core.envs.rollout import run_rollouts
 
-        del workdir  # text observations: no side files
-        rollouts = run_rollouts(
-            tasks,
-            env=self.env(cfg),
-            generator=generator,
-            n=n,
-            max_steps=max_steps,
-            sampling=sampling,
-            seed=seed,
-            iteration=iteration,
-            history_turns=cfg.models.history_turns,
-            invalid_action=invalid_action,
-        )
-        return {"rollouts": rollouts}
+        env = self.env(expect_section(request.env, TextGameEnv))  # text observations: no side files
+        return {"rollouts": run_rollouts(request, env=env, generator=generator)}
 
     def labels(
-        self, cfg: RunConfig, frames: dict[str, pl.DataFrame], *, accepted: set[str]
+        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
     ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
         rollouts, judgments = frames["rollouts"], frames["judgments"]
         policy, p_stats = policy_samples(
-            rollouts, judgments, cfg=cfg.reward, m=cfg.judge.m, accepted_pending=accepted
+            rollouts, judgments, cfg=inputs.reward, m=inputs.judge.m, accepted_pending=accepted
         )
         reward, r_stats = reward_samples(
-            rollouts, judgments, cfg=cfg.reward, m=cfg.judge.m, accepted_pending=accepted
+            rollouts, judgments, cfg=inputs.reward, m=inputs.judge.m, accepted_pending=accepted
         )
         stats = {f"policy/{k}": float(v) for k, v in p_stats.items()}
         stats |= {f"reward_model/{k}": float(v) for k, v in r_stats.items()}
         return policy, reward, stats
 
     def propose(
-        self,
-        cfg: RunConfig,
-        frames: dict[str, pl.DataFrame],
-        targets: list[RewriteTarget],
-        *,
-        env_model: Generator | None,
-        seed: int,
-        iteration: int,
+        self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
         from rla_core.config import RewriterKind
         from rla_core.envs.feedback import critic_feedback
@@ -145,53 +123,43 @@ class TextGameSetting:
             rewrite_tasks,
         )
 
+        seed, iteration = job.seed, job.iteration
         feedback = critic_feedback(
-            frames["rollouts"],
-            frames["judgments"],
-            max_steps=cfg.rollout.max_steps,
+            job.frames["rollouts"],
+            job.frames["judgments"],
+            max_steps=inputs.rollout.max_steps,
             summarizer=env_model,
-            sampling=cfg.adaptation.sampling if env_model is not None else None,
+            sampling=inputs.adaptation.sampling if env_model is not None else None,
             seed=seed,
         )
-        requests = [
-            RewriteRequest(
-                slot_id=t.slot_id,
-                parent_task_id=t.task_id,
-                parent_spec=t.spec,
-                root_spec=t.root_spec,
-                goal=t.goal,
-                prev_acc=t.prev_acc,
-                feedback=feedback.get(t.task_id),
-            )
-            for t in targets
-        ]
-        env = self.env(cfg)
-        use_llm = cfg.adaptation.rewriter is RewriterKind.LLM and env_model is not None
+        requests = RewriteRequest.for_targets(job.targets, feedback)
+        env = self.env(need(inputs.textgame, Setting.TEXTGAME))
+        use_llm = inputs.adaptation.rewriter is RewriterKind.LLM and env_model is not None
         rewriter: TaskRewriter
-        if env.name == "alfworld":
+        if need(inputs.textgame, Setting.TEXTGAME).engine is TextGameEngine.ALFWORLD:
             from rla_core.envs.alfworld import rewriter as alfw
 
             alfworld = cast("AlfworldEnv", env)
             if use_llm and env_model is not None:
-                rewriter = alfw.TwoTokenRewriter(env_model, env=alfworld, sampling=cfg.adaptation.sampling)
+                rewriter = alfw.TwoTokenRewriter(env_model, env=alfworld, sampling=inputs.adaptation.sampling)
 
                 def check(spec: dict[str, Any], request: RewriteRequest) -> str | None:
                     return alfw.check_two_token(alfworld, spec, request)
             else:
                 rewriter, check = alfw.ParametricRewriter(), alfw.check_parametric
             return rewrite_tasks(
-                requests, rewriter=rewriter, env=alfworld, k=cfg.adaptation.candidates, seed=seed,
+                requests, rewriter=rewriter, env=alfworld, k=inputs.adaptation.candidates, seed=seed,
                 iteration=iteration, check=check,
             )  # fmt: skip
         if use_llm and env_model is not None:
-            rewriter = LlmRewriter(env_model, sampling=cfg.adaptation.sampling)
+            rewriter = LlmRewriter(env_model, sampling=inputs.adaptation.sampling)
         else:
             rewriter = ParametricRewriter()
         return rewrite_tasks(
             requests,
             rewriter=rewriter,
             env=env,
-            k=cfg.adaptation.candidates,
+            k=inputs.adaptation.candidates,
             seed=seed,
             iteration=iteration,
         )

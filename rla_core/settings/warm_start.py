@@ -18,9 +18,10 @@ from pathlib import Path
 
 import polars as pl
 
-from rla_core.config import RunConfig, Setting, hash_jsonable
+from rla_core.config import Setting, hash_jsonable
 from rla_core.errors import ConfigError
 from rla_core.settings import adapter_for
+from rla_core.stage_inputs import BootstrapInputs
 from rla_core.store import publish_dir
 
 
@@ -32,7 +33,7 @@ class WarmStartResult:
     environment_dir: Path | None = None
 
 
-def warm_start_models(cfg: RunConfig, *, out_dir: Path, seed: int) -> WarmStartResult:
+def warm_start_models(cfg: BootstrapInputs, *, out_dir: Path, seed: int) -> WarmStartResult:
     """Resolve the policy and reward model, then SFT each on its demonstrations into ``out_dir``.
 
     ``seed`` (the bootstrap stage's) is replaced by ``models.warm_start_seed`` when that is set, so runs
@@ -109,7 +110,7 @@ READING_PROMPT_WEIGHT = 0.25
 
 
 def _read_first(
-    cfg: RunConfig, base: Path, demo_rows: pl.DataFrame, *, seed: int
+    cfg: BootstrapInputs, base: Path, demo_rows: pl.DataFrame, *, seed: int
 ) -> tuple[Path, dict[str, float]]:
     """Train the tiny policy ``base`` on ``models.policy_reading_drills`` reading drills (one pass).
 

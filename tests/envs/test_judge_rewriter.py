@@ -6,12 +6,14 @@ import json
 
 import polars as pl
 
+from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig
 from rla_core.envs.feedback import critic_feedback
 from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy, judge_steps
 from rla_core.envs.rewriter import Goal, LlmRewriter, ParametricRewriter, RewriteRequest, rewrite_tasks
-from rla_core.envs.rollout import RolloutTask, run_rollouts
+from rla_core.envs.rollout import run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
+from rla_core.stage_inputs import RolloutRequest
 from tests.envs.conftest import ONE_STEP, TWO_STEP
 from tests.envs.test_rollout import RecordedGenerator
 
@@ -24,14 +26,17 @@ def _two_step_rollout(env: TextWorldEnv) -> pl.DataFrame:
     ep.close()
     gen = RecordedGenerator([f"\\boxed{{{look}}}", f"\\boxed{{{east}}}"])
     return run_rollouts(
-        [RolloutTask("t", "s", False, TWO_STEP)],
+        RolloutRequest(
+            tasks=[PlayTask("t", "s", False, TWO_STEP)],
+            n=1,
+            max_steps=2,
+            sampling=SamplingConfig(),
+            seed=0,
+            iteration=1,
+            history_turns=2,
+        ),
         env=env,
         generator=gen,
-        n=1,
-        max_steps=2,
-        sampling=SamplingConfig(),
-        seed=0,
-        iteration=1,
     )
 
 

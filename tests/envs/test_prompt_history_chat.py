@@ -8,10 +8,11 @@ from pathlib import Path
 
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig, load_config
-from rla_core.envs.rollout import RolloutTask, run_rollouts
+from rla_core.envs.rollout import run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.models.generator import TransformersGenerator
 from rla_core.settings.textgame import TextGameSetting
+from rla_core.stage_inputs import RolloutInputs, RolloutRequest, WriteTestsInputs
 from tests.envs.conftest import TWO_STEP
 from tests.recorded import RecordedGenerator
 
@@ -25,10 +26,12 @@ def _prompts(game_cache: Path, history_turns: int) -> list[str]:
     cfg = load_config(
         overrides=[f"textgame.game_cache_dir={game_cache}", f"models.history_turns={history_turns}"]
     )
-    frames = TextGameSetting().rollout(
-        cfg, [PlayTask("t", "s", False, TWO_STEP)], generator=RecordedGenerator(["no box"] * 3), n=1,
-        max_steps=3, sampling=SamplingConfig(), seed=0, iteration=1,
+    inputs = RolloutInputs.from_config(cfg)
+    request = RolloutRequest(
+        tasks=(PlayTask("t", "s", False, TWO_STEP),), n=1, max_steps=3, sampling=SamplingConfig(), seed=0,
+        iteration=1, history_turns=inputs.models.history_turns, env=inputs.env(),
     )  # fmt: skip
+    frames = TextGameSetting().rollout(request, generator=RecordedGenerator(["no box"] * 3))
     return list(frames["rollouts"]["prompt"])
 
 
@@ -57,10 +60,7 @@ def test_chat_markup_applied_and_recorded(env: TextWorldEnv, tiny_policy_dir: Pa
         assert plain.format_prompt("go north") == "go north"  # no template: unchanged
         assert off.format_prompt("go north") == "go north"  # switched off: unchanged
         assert on.format_prompt("go north") == "<|user|>go north\n<|assistant|>"
-        frame = run_rollouts(
-            [RolloutTask("t", "s", False, TWO_STEP)], env=env, generator=on, n=1, max_steps=1,
-            sampling=SamplingConfig(max_new_tokens=4), seed=0, iteration=1,
-        )  # fmt: skip
+        frame = run_rollouts(RolloutRequest(tasks=[PlayTask("t", "s", False, TWO_STEP)], n=1, max_steps=1, sampling=SamplingConfig(max_new_tokens=4), seed=0, iteration=1, history_turns=2), env=env, generator=on)  # fmt: skip
         prompt = frame["prompt"][0]
         # The recorded prompt is the marked-up text the model saw (the trainer reads it as is).
         assert prompt.startswith("<|user|>") and prompt.endswith("\n<|assistant|>")
@@ -91,10 +91,7 @@ def test_judge_and_coding_prompts_are_marked_up_and_recorded_as_seen(env: TextWo
     from rla_core.envs.judge import judge_steps
     from rla_core.settings.coding import CodingSetting, coding_task
 
-    rollouts = run_rollouts(
-        [RolloutTask("t", "s", False, TWO_STEP)], env=env, generator=RecordedGenerator(["no box"] * 2), n=1,
-        max_steps=2, sampling=SamplingConfig(), seed=0, iteration=1,
-    )  # fmt: skip
+    rollouts = run_rollouts(RolloutRequest(tasks=[PlayTask("t", "s", False, TWO_STEP)], n=1, max_steps=2, sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2), env=env, generator=RecordedGenerator(["no box"] * 2))  # fmt: skip
     judge = _MarkupRecorded([r"\boxed{1}"] * 4)
     judgments = judge_steps(rollouts, generator=judge, m=2, sampling=SamplingConfig(), seed=0, iteration=1)
     assert judgments["prompt"].unique(maintain_order=True).to_list() == judge.seen  # recorded as seen
@@ -104,13 +101,23 @@ def test_judge_and_coding_prompts_are_marked_up_and_recorded_as_seen(env: TextWo
     task = PlayTask("sum-two", "sum-two", False, spec)
     cfg = load_config(preset="coding", overrides=["coding.unit_tests_per_task=2"])
     policy = _MarkupRecorded(["```python\nprint(3)\n```"] * 2)
-    frames = CodingSetting().rollout(
-        cfg, [task], generator=policy, n=2, max_steps=1, sampling=SamplingConfig(), seed=0, iteration=1
+    request = RolloutRequest(
+        tasks=(task,),
+        n=2,
+        max_steps=1,
+        sampling=SamplingConfig(),
+        seed=0,
+        iteration=1,
+        history_turns=0,
+        env=RolloutInputs.from_config(cfg).env(),
     )
+    frames = CodingSetting().rollout(request, generator=policy)
     assert frames["rollouts"]["prompt"].unique().to_list() == policy.seen
     tester = _MarkupRecorded(["<input>1 2</input><output>3</output>"] * 2)
+    section = WriteTestsInputs.from_config(cfg).coding
+    assert section is not None
     tests = CodingSetting().write_tests(
-        cfg, [coding_task("sum-two", spec)], generator=tester, seed=0, iteration=1
+        section, [coding_task("sum-two", spec)], generator=tester, seed=0, iteration=1
     )
     assert tests["prompt"].unique().to_list() == tester.seen
     assert all(p.startswith("<|user|>") for p in policy.seen + tester.seen)

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 from polars.testing import assert_frame_equal
 
+from rla_core.algo.curriculum import PlayTask
 from rla_core.config import InvalidAction, SamplingConfig
 from rla_core.envs.base import StepResult
 from rla_core.envs.judge import judge_steps
 from rla_core.envs.rollout import (
     INVALID_ANSWER_ENDS,
     GenerationMode,
-    RolloutTask,
     derive_seed,
     run_rollouts,
 )
 from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.models.generator import TransformersGenerator
+from rla_core.stage_inputs import RolloutRequest
 from tests.envs.conftest import ONE_STEP, TWO_STEP
 from tests.recorded import RecordedGenerator
 
@@ -34,18 +34,19 @@ def _two_step_start(env: TextWorldEnv) -> list[str]:
         ep.close()
 
 
-def _play_answers(env: TextWorldEnv, answers: list[str], **kwargs: Any) -> pl.DataFrame:
+def _play_answers(
+    env: TextWorldEnv,
+    answers: list[str],
+    *,
+    iteration: int,
+    invalid_action: InvalidAction = InvalidAction.FALLBACK,
+) -> pl.DataFrame:
     """One TWO_STEP rollout of at most 3 steps whose responses are ``answers``, in order."""
-    return run_rollouts(
-        [RolloutTask("t", "s", False, TWO_STEP)],
-        env=env,
-        generator=RecordedGenerator(answers),
-        n=1,
-        max_steps=3,
-        sampling=SamplingConfig(),
-        seed=0,
-        **kwargs,
-    )
+    request = RolloutRequest(
+        tasks=(PlayTask("t", "s", False, TWO_STEP),), n=1, max_steps=3, sampling=SamplingConfig(), seed=0,
+        iteration=iteration, history_turns=2, invalid_action=invalid_action,
+    )  # fmt: skip
+    return run_rollouts(request, env=env, generator=RecordedGenerator(answers))
 
 
 def test_invalid_answers_are_recorded_and_fallback_played(env: TextWorldEnv) -> None:
@@ -91,14 +92,17 @@ def test_winning_rollout_is_cut_at_the_win(env: TextWorldEnv) -> None:
     ep.close()
     gen = RecordedGenerator([f"\\boxed{{{first}}}", f"\\boxed{{{second}}}"])
     frame = run_rollouts(
-        [("t", "s", True, TWO_STEP)],
+        RolloutRequest(
+            tasks=[("t", "s", True, TWO_STEP)],
+            n=1,
+            max_steps=5,
+            sampling=SamplingConfig(),
+            seed=0,
+            iteration=1,
+            history_turns=2,
+        ),
         env=env,
         generator=gen,
-        n=1,
-        max_steps=5,
-        sampling=SamplingConfig(),
-        seed=0,
-        iteration=1,
     )
     # two steps then the game is won: no third row, outcome +1 everywhere
     assert frame["action"].to_list() == ["go east", "close safe"]
@@ -111,9 +115,13 @@ def test_winning_rollout_is_cut_at_the_win(env: TextWorldEnv) -> None:
 def test_joint_mode_is_one_call_per_turn_with_per_episode_seeds(env: TextWorldEnv) -> None:
     # Two tasks x n=2 episodes; every answer is unparsable so nobody wins and all 4 play 2 turns.
     gen = RecordedGenerator(["no box"] * 8)
-    tasks = [RolloutTask("a", "s0", False, ONE_STEP), RolloutTask("b", "s1", False, TWO_STEP)]
+    tasks = [PlayTask("a", "s0", False, ONE_STEP), PlayTask("b", "s1", False, TWO_STEP)]
     frame = run_rollouts(
-        tasks, env=env, generator=gen, n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1
+        RolloutRequest(
+            tasks=tasks, n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1, history_turns=2
+        ),
+        env=env,
+        generator=gen,
     )
     # default (joint): turn 0 sends all 4 live prompts in one call, turn 1 the same 4 again
     assert gen.calls == [4, 4]
@@ -121,10 +129,7 @@ def test_joint_mode_is_one_call_per_turn_with_per_episode_seeds(env: TextWorldEn
     assert gen.seeds[1] == [derive_seed(7, t, r, 1) for t in ("a", "b") for r in (0, 1)]
     assert frame.height == 8
     per_episode = RecordedGenerator(["no box"] * 8)
-    run_rollouts(
-        tasks, env=env, generator=per_episode, n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1,
-        mode=GenerationMode.PER_EPISODE,
-    )  # fmt: skip
+    run_rollouts(RolloutRequest(tasks=tasks, n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1, history_turns=2), env=env, generator=per_episode, mode=GenerationMode.PER_EPISODE)  # fmt: skip
     # reference mode: one call per live episode per turn (4 + 4), same seeds one by one
     assert per_episode.calls == [1] * 8
     assert [s[0] for s in per_episode.seeds if s is not None] == [
@@ -136,22 +141,23 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
     # batch_size 3 splits a turn's 4 prompts into micro-batches 3 + 1, unlike the one-by-one runs.
     gen = TransformersGenerator(tiny_policy_dir, device="cpu", batch_size=3)
     sampling = SamplingConfig(temperature=1.0, top_p=0.95, max_new_tokens=6)
-    tasks = [RolloutTask("a", "s0", False, ONE_STEP), RolloutTask("b", "s1", False, TWO_STEP)]
+    tasks = [PlayTask("a", "s0", False, ONE_STEP), PlayTask("b", "s1", False, TWO_STEP)]
     batched = run_rollouts(
-        tasks, env=env, generator=gen, n=2, max_steps=2, sampling=sampling, seed=7, iteration=1
+        RolloutRequest(
+            tasks=tasks, n=2, max_steps=2, sampling=sampling, seed=7, iteration=1, history_turns=2
+        ),
+        env=env,
+        generator=gen,
     )
     assert batched.height > 0
     single = pl.concat(
         [
             run_rollouts(
-                [task],
+                RolloutRequest(
+                    tasks=[task], n=2, max_steps=2, sampling=sampling, seed=7, iteration=1, history_turns=2
+                ),
                 env=env,
                 generator=gen,
-                n=2,
-                max_steps=2,
-                sampling=sampling,
-                seed=7,
-                iteration=1,
                 rollout_ids=[rid],
             )
             for task in tasks
@@ -161,7 +167,11 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
     assert_frame_equal(batched, single)
     # a different seed samples differently (the seed is really used)
     other = run_rollouts(
-        tasks, env=env, generator=gen, n=2, max_steps=2, sampling=sampling, seed=8, iteration=1
+        RolloutRequest(
+            tasks=tasks, n=2, max_steps=2, sampling=sampling, seed=8, iteration=1, history_turns=2
+        ),
+        env=env,
+        generator=gen,
     )
     assert other["response"].to_list() != batched["response"].to_list()
     gen.close()
@@ -169,10 +179,7 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
 
 def test_judge_sends_one_call_with_per_step_seeds(env: TextWorldEnv) -> None:
     # 1 task x n=2 episodes x 2 turns (unparsable answers, no win) = 4 steps to judge.
-    rollouts = run_rollouts(
-        [RolloutTask("a", "s0", False, TWO_STEP)], env=env, generator=RecordedGenerator(["no box"] * 4),
-        n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1,
-    )  # fmt: skip
+    rollouts = run_rollouts(RolloutRequest(tasks=[PlayTask("a", "s0", False, TWO_STEP)], n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1, history_turns=2), env=env, generator=RecordedGenerator(["no box"] * 4))  # fmt: skip
     judge = RecordedGenerator([r"\boxed{1}", r"\boxed{-1}", "none"] * 4)
     frame = judge_steps(rollouts, generator=judge, m=3, sampling=SamplingConfig(), seed=5, iteration=1)
     # default (joint): all 4 judge prompts in ONE call, each seeded by its own step
@@ -215,10 +222,7 @@ class _NoActionEnv:
 
 
 def test_an_episode_without_admissible_actions_ends_as_a_recorded_failure() -> None:
-    frame = run_rollouts(
-        [("t", "s", False, {})], env=_NoActionEnv(), generator=RecordedGenerator([r"\boxed{0}"]), n=1,
-        max_steps=3, sampling=SamplingConfig(), seed=0, iteration=1,
-    )  # fmt: skip
+    frame = run_rollouts(RolloutRequest(tasks=[("t", "s", False, {})], n=1, max_steps=3, sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2), env=_NoActionEnv(), generator=RecordedGenerator([r"\boxed{0}"]))  # fmt: skip
     # One row, the episode is over, nothing was played, and the reason is recorded.
     assert frame.height == 1
     row = frame.row(0, named=True)

@@ -96,3 +96,13 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
         return
     proc.wait(timeout=30)
     time.sleep(0.2)
+
+
+def planned(store: object, run_id: str) -> set[tuple[int, str]]:
+    """(iteration, stage) of every stage the flow's plan runs for the run's own stored config."""
+    from flows.loop import plan
+    from flows.runs import load_run_config
+    from tasks.stage import RunContext
+
+    cfg = load_run_config(store, run_id)  # type: ignore[arg-type]
+    return {(p.iteration, str(p.stage)) for p in plan(RunContext(run_id=run_id, config=cfg), check=False)}

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import polars as pl
 
-from rla_core.config import Setting
-from rla_core.settings import ITERATION_ZERO_STAGES, stage_order
 from rla_core.store import ArtifactStore
-from tests.flows.conftest import FlowEnv
+from tests.flows.conftest import FlowEnv, planned
 
 REPO = Path(__file__).resolve().parents[2]
 # One iteration, two tasks, two rollouts of two steps, evaluation on one held-out game, untrained tiny
@@ -48,7 +46,16 @@ def test_alfworld_preset_runs_every_stage(flow_env: FlowEnv) -> None:
         if store.manifest("alfw", it, stage) is not None
     }
     # Set-up stages and the baseline evaluation at iteration 0, then one iteration.
-    assert done == {(0, s) for s in ITERATION_ZERO_STAGES} | {(1, s) for s in stage_order(Setting.TEXTGAME)}
+    assert done == planned(store, "alfw")
+    assert {s for it, s in done if it == 1} == {
+        "rollout",
+        "judge",
+        "label",
+        "adapt",
+        "train_policy",
+        "train_reward",
+        "evaluate",
+    }
     tasks = store.read_frame("alfw", 0, "seed_tasks", "tasks")
     assert set(tasks["env"].to_list()) == {"alfworld"} and tasks.height == 2
     rollouts = store.read_frame("alfw", 1, "rollout", "rollouts")

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import shutil
 
-from rla_core.config import Setting
-from rla_core.settings import stage_order
 from rla_core.store import ArtifactStore
-from tests.flows.conftest import FlowEnv
+from tests.flows.conftest import FlowEnv, planned
 
 ONE_ITERATION = ["--preset", "test", "--set", "iterations=1"]
 
@@ -52,7 +50,7 @@ def test_extending_a_run_uses_only_its_own_results_beside_same_config_runs(flow_
 
     after = in_use(x, "two")
     assert {k: v for k, v in after.items() if k[0] < 2} == before  # nothing that was done ran again
-    assert {(2, s) for s in stage_order(Setting.TEXTGAME)} <= set(after)  # iteration 2 ran every stage
+    assert {(it, s) for it, s in planned(x, "two") if it == 2} <= set(after)  # iteration 2 ran every stage
     # …fed from this run's own iteration 1 (a manifest records its inputs' content keys).
     rollout = x.manifest("two", 2, "rollout")
     assert rollout is not None

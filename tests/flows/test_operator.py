@@ -18,15 +18,16 @@ from polars.testing import assert_frame_equal
 
 from flows.evals import read_saved_eval, saved_evals
 from flows.inspect_cmd import apply_filters, shorten
-from flows.runs import load_run_config, resolve_mlflow_uri
-from flows.status import format_metric, pending_stages, pipeline_order, read_running, resolve_root, stage_rows
+from flows.loop import pipeline_order
+from flows.runs import load_run_config, resolve_mlflow_uri, resolve_root
+from flows.status import format_metric, pending_stages, read_running, stage_rows
 from rla_core import progress
 from rla_core.config import load_config
 from rla_core.errors import ConfigError
 from rla_core.store import ArtifactStore
 from tasks.evaluate import eval_seed
 from tasks.progress import stage_progress
-from tasks.stage import RunContext, derive_seed
+from tasks.stage import RunContext, stage_seed
 from tests.conftest import S3Endpoint
 from tests.flows.conftest import FlowEnv
 
@@ -46,7 +47,7 @@ def test_status_lists_stages_in_pipeline_order_with_headline_columns(
     root, run_id = base_run
     proc = flow_env.rla("status", run_id, "--root", str(root))
     rows = _rows(proc.stdout)
-    order = pipeline_order(load_config(None, preset="test").setting)
+    order = pipeline_order(RunContext(run_id=run_id, config=load_config(None, preset="test")))
     shown = [(int(r[0]), r[1]) for r in rows]
     assert shown == sorted(shown, key=lambda k: (k[0], order.index(k[1])))  # pipeline, not alphabetical
     assert [s for it, s in shown if it == 1][:3] == ["rollout", "judge", "label"]
@@ -83,14 +84,14 @@ def test_status_shows_the_running_stage_from_another_process(tmp_path: Path, flo
         with progress.track("", total=8, unit="episodes", rate="steps") as counter:
             counter.advance(3, steps=12, tokens=300)
             proc = flow_env.rla("status", "live", "--root", str(tmp_path / "runs"))
-            states = [r.state for r in stage_rows(store, "live", cfg.setting)]
+            states = [r.state for r in stage_rows(store, "live", cfg)]
     flat = " ".join(proc.stdout.split())
     assert "running: iteration 1 rollout — rollout iter 1: 3/8 episodes" in flat
     assert "12 steps, 300 tokens" in flat and states == ["running"]
     assert lines[-1].startswith("rollout iter 1: 3/8 episodes") and "(done in " in lines[-1]
     # Once the attempt commits, the stage reads as done and nothing is "running".
     writer.commit("k", inputs={})
-    assert [r.state for r in stage_rows(store, "live", cfg.setting)] == ["done"]
+    assert [r.state for r in stage_rows(store, "live", cfg)] == ["done"]
 
 
 def test_inspect_selects_columns_and_rows_and_pipes_csv_json(
@@ -142,7 +143,7 @@ def test_eval_reproduces_the_runs_evaluation_and_saves_results(
     assert record["checkpoint_iteration"] == 2 and record["stage_seed"] is True
     # One evaluation seed for every iteration (paired evaluation points): iteration 0's stage seed.
     cfg = load_run_config(store, run_id)
-    assert record["seed"] == eval_seed(cfg) == derive_seed(cfg.seed, 0, "evaluate")
+    assert record["seed"] == eval_seed(cfg.seed) == stage_seed(cfg.seed, 0, "evaluate")
     saved = read_saved_eval(store, run_id, name)
     # Same seed, same checkpoint: exactly the episodes of the run's own iteration-2 evaluation.
     assert_frame_equal(saved, own)

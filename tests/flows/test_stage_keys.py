@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from rla_core.stage_inputs import StageName
 from tasks.code_closure import PROJECT_PACKAGES, CodeClosureError, CodeIndex, code_version
-from tasks.stage import derive_seed
+from tasks.stage import stage_seed
 
 REPO = Path(__file__).resolve().parents[2]
-STAGES = ("seed_tasks", "bootstrap", "rollout", "judge", "write_tests", "execute", "label", "adapt",
-          "train_policy", "train_reward", "evaluate")  # fmt: skip
+STAGES = tuple(name.value for name in StageName)  # each stage lives in tasks/<name>.py
 
 
 def copy_tree(dest: Path) -> Path:
@@ -91,46 +91,6 @@ def test_editing_the_sandbox_launcher_or_a_template_changes_the_keys_of_the_stag
     assert after_template["rollout"] != after_launcher["rollout"]
 
 
-# The hand-kept lists the closure replaced (tasks/*.py before issue 10). Each listed package counted
-# with every file it ships; the closure must cover all of it except files no module of the stage's
-# closure imports (the only ones are listed in NOT_IMPORTED, with who does import them).
-OLD_USES = {
-    "adapt": ("rla_core.algo", "rla_core.settings", "rla_core.envs", "rla_core.coding"),
-    "bootstrap": ("rla_core.models", "rla_core.settings", "rla_core.envs", "rla_core.coding"),
-    "evaluate": ("rla_core.envs", "rla_core.models.generator", "rla_core.algo.metrics", "rla_core.settings"),
-    "execute": ("rla_core.coding", "rla_core.sandbox", "rla_core.settings.coding"),
-    "judge": ("rla_core.envs", "rla_core.models.generator", "rla_core.algo.parsing", "rla_core.settings"),
-    "label": ("rla_core.algo", "rla_core.settings"),
-    "rollout": ("rla_core.envs", "rla_core.models.generator", "rla_core.algo", "rla_core.settings",
-                "rla_core.coding", "rla_core.sandbox"),
-    "seed_tasks": ("rla_core.algo.registry", "rla_core.settings"),
-    "train_policy": ("rla_core.models.trainer",),
-    "train_reward": ("rla_core.models.trainer",),
-    "write_tests": ("rla_core.coding", "rla_core.models.generator", "rla_core.settings.coding"),
-}  # fmt: skip
-NOT_IMPORTED = {
-    "rla_core/algo/stats.py",  # imported by benchmarks only
-    "rla_core/algo/metrics.py",  # imported by the rollout/judge/label/evaluate task modules, not adapt's closure
-    "rla_core/settings/warm_start.py",  # imported by tasks/bootstrap.py only
-}
-
-
-def test_the_closure_covers_everything_the_old_package_lists_did_that_the_stage_imports() -> None:
-    index = CodeIndex.at(REPO)
-    for name, uses in OLD_USES.items():
-        old: set[Path] = set()
-        for module in (f"tasks.{name}", *uses):
-            found = index.find(module)
-            assert found is not None, module
-            if found.is_package:
-                old |= {p for p in found.path.parent.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                        and p.suffix in {".py", ".txt", ".yaml", ".json"}}  # fmt: skip
-            else:
-                old.add(found.path)
-        missed = {p.relative_to(REPO).as_posix() for p in old - set(index.closure(f"tasks.{name}"))}
-        assert missed <= NOT_IMPORTED, (name, missed - NOT_IMPORTED)
-
-
 def test_resource_declarations_must_be_literal_and_point_at_files(tmp_path: Path) -> None:
     tree = copy_tree(tmp_path)
     edit(
@@ -151,10 +111,13 @@ def test_resource_declarations_must_be_literal_and_point_at_files(tmp_path: Path
         CodeIndex.at(tree).version("tasks.no_such_stage")
 
 
-def test_derive_seed_is_a_pure_function_of_seed_iteration_and_stage() -> None:
-    assert derive_seed(10086, 1, "rollout") == derive_seed(10086, 1, "rollout")
-    assert len({derive_seed(10086, 1, "rollout"), derive_seed(10086, 2, "rollout"), derive_seed(10086, 1, "judge"),
-                derive_seed(1, 1, "rollout")}) == 4  # fmt: skip
+def test_stage_seed_is_a_pure_function_of_seed_iteration_and_stage() -> None:
+    # sha256("10086:1:rollout") read as hex, first 8 digits: a fixed value, not just a stable one.
+    import hashlib
+
+    assert stage_seed(10086, 1, "rollout") == int(hashlib.sha256(b"10086:1:rollout").hexdigest()[:8], 16)
+    assert len({stage_seed(10086, 1, "rollout"), stage_seed(10086, 2, "rollout"), stage_seed(10086, 1, "judge"),
+                stage_seed(1, 1, "rollout")}) == 4  # fmt: skip
 
 
 def test_prefect_cache_key_carries_the_resolved_artifact_root_and_the_run_id(

@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig
 from rla_core.envs.demos import policy_demos
 from rla_core.envs.miniwob.env import MiniWobEnv, play_actions
 from rla_core.envs.miniwob.tasks import load_specs
 from rla_core.envs.prompts import render_policy_prompt
-from rla_core.envs.rollout import GenerationMode, RolloutTask, run_rollouts
+from rla_core.envs.rollout import GenerationMode, run_rollouts
 from rla_core.errors import EnvironmentSpecError
+from rla_core.stage_inputs import RolloutRequest
 from tests.gui.conftest import DATA, RecordedGenerator, spec, train_specs
 
 
@@ -127,15 +129,18 @@ def test_rollouts_through_the_shared_runner(env: MiniWobEnv) -> None:
         ["no box", f"\\boxed{{{len(actions) + 5}}}", f"\\boxed{{{target}}}", f"\\boxed{{{submit}}}"]
     )
     frame = run_rollouts(
-        [RolloutTask("t0", "s0", False, spec("click-option"))],
+        RolloutRequest(
+            tasks=[PlayTask("t0", "s0", False, spec("click-option"))],
+            n=2,
+            max_steps=4,
+            sampling=SamplingConfig(),
+            seed=0,
+            iteration=1,
+            history_turns=2,
+        ),
         env=env,
         generator=gen,
-        n=2,
-        max_steps=4,
-        sampling=SamplingConfig(),
-        seed=0,
-        iteration=1,
-        mode=GenerationMode.JOINT,  # one call per turn: live rollouts consume the answers in order
+        mode=GenerationMode.JOINT,
     )
     r0, r1 = frame.filter(frame["rollout_id"] == 0), frame.filter(frame["rollout_id"] == 1)
     assert r0["action_valid"].to_list() == [False, True, True]
@@ -183,13 +188,15 @@ def test_gui_rollouts_keep_a_screenshot_per_step_referenced_from_the_artifact(tm
     from rla_core.algo.curriculum import PlayTask
     from rla_core.config import load_config
     from rla_core.settings.gui import GuiSetting
+    from rla_core.stage_inputs import RolloutInputs
 
     cfg = load_config(preset="gui", overrides=["gui.browsers=1"])
     # Two unparsable answers on click-test: fallback index 0 is played each turn (two steps, max 2).
-    frames = GuiSetting().rollout(
-        cfg, [PlayTask("t0", "s0", False, spec("click-test-2"))], generator=RecordedGenerator(["x", "y"]),
-        n=1, max_steps=2, sampling=SamplingConfig(), seed=0, iteration=1, workdir=tmp_path,
+    request = RolloutRequest(
+        tasks=(PlayTask("t0", "s0", False, spec("click-test-2")),), n=1, max_steps=2, sampling=SamplingConfig(),
+        seed=0, iteration=1, history_turns=2, env=RolloutInputs.from_config(cfg).env(), workdir=tmp_path,
     )  # fmt: skip
+    frames = GuiSetting().rollout(request, generator=RecordedGenerator(["x", "y"]))
     refs = frames["rollouts"]["observation_ref"].to_list()
     assert refs and all(r is not None and r.startswith("files/screenshots/") for r in refs)
     for ref in refs:

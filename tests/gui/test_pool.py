@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig
 from rla_core.envs.miniwob.env import MiniWobEnv
 from rla_core.envs.miniwob.pool import BrowserPool, chrome_processes
 from rla_core.envs.miniwob.tasks import default_html_dir
-from rla_core.envs.rollout import RolloutTask, run_rollouts
+from rla_core.envs.rollout import run_rollouts
 from rla_core.errors import BrowserError, BrowserStartError
+from rla_core.stage_inputs import RolloutRequest
 from tests.gui.conftest import RecordedGenerator, spec
 
 CLICK_TEST = (default_html_dir() / "miniwob" / "click-test.html").as_uri()
@@ -108,14 +110,17 @@ def test_hung_page_fails_the_episode_within_the_timeout(tmp_path: Path) -> None:
     with MiniWobEnv(html_dir=html, pool_size=1, runtime_dir=tmp_path / "rt", call_timeout_s=2.0) as env:
         started = time.perf_counter()
         frame = run_rollouts(
-            [RolloutTask("hang", "s", False, spec("hang", seed=0))],
+            RolloutRequest(
+                tasks=[PlayTask("hang", "s", False, spec("hang", seed=0))],
+                n=1,
+                max_steps=3,
+                sampling=SamplingConfig(),
+                seed=0,
+                iteration=1,
+                history_turns=2,
+            ),
             env=env,
             generator=RecordedGenerator([r"\boxed{0}"]),
-            n=1,
-            max_steps=3,
-            sampling=SamplingConfig(),
-            seed=0,
-            iteration=1,
         )
         elapsed = time.perf_counter() - started
         groups = [b.pgid for b in env.pool.browsers]

@@ -2,7 +2,7 @@
 
 Tolerances are stated next to each check. The multi-process test launches the workers exactly as a GPU
 node does (`accelerate launch --config_file infra/accelerate/ddp.yaml --num_processes 2 ...`); on this
-CPU machine the workers pick gloo. FSDP and ZeRO-3 need GPUs (README "Training paths").
+CPU machine the workers pick gloo. FSDP and ZeRO-3 need GPUs (docs/gpus-and-scale.md, "Training paths").
 """
 
 from __future__ import annotations

@@ -250,7 +250,7 @@ def generate_game(spec: dict[str, Any]) -> dict[str, Any]:
     tokens = parsed.goal or _root_tokens(parsed)
     if parsed.goal is not None:
         # A two-token rewrite keeps the root's world; its tokens must fit that world (spec §3.2).
-        from rla_core.envs.alfworld.rewriter import check_goal_tokens
+        from rla_core.envs.alfworld.goals import check_goal_tokens
 
         root_problem = render_problem(world, goal_pddl(parsed.task_type, _root_tokens(parsed)), name="root")
         reason = check_goal_tokens(read_facts(root_problem), parsed.task_type, tokens)

@@ -75,7 +75,7 @@ def read_game_file(path: Path) -> dict[str, Any]:
 
 def retarget(game: dict[str, Any], goal: Mapping[str, Any]) -> dict[str, Any]:
     """``game`` with its goal's two type tokens replaced (spec §3.2), after the constraint check."""
-    from rla_core.envs.alfworld.rewriter import check_goal_tokens
+    from rla_core.envs.alfworld.goals import check_goal_tokens
 
     task_type, _root = goal_of(game["pddl_problem"])
     tokens = parse_goal({"goal": dict(goal)}, task_type)

@@ -10,11 +10,11 @@ import polars as pl
 from rla_core.algo.adaptation import Goal
 from rla_core.config import SamplingConfig
 from rla_core.envs.alfworld.env import AlfworldEnv
+from rla_core.envs.alfworld.goals import check_goal_tokens
 from rla_core.envs.alfworld.pddl import read_facts
 from rla_core.envs.alfworld.rewriter import (
     ParametricRewriter,
     TwoTokenRewriter,
-    check_goal_tokens,
     check_parametric,
     check_two_token,
     parse_two_tokens,

@@ -1,0 +1,438 @@
+"""What each stage reads of the run configuration: one typed slice per stage (design §3 content keys).
+
+A stage's content key hashes its slice, and the stage body and the adapter methods it calls receive
+the slice, never the whole :class:`~rla_core.config.RunConfig`: reading a field the slice does not
+declare is an ``AttributeError`` at run time and a type error under mypy, so no field can change a
+stage's results without changing its key.
+
+A slice mirrors the config's own layout: its fields carry the names of the config's sections and keys,
+and a section it reads only in part is a smaller model of the same name (``models: GenerationModels``
+holds ``models.serving``, ``models.device`` …). So :meth:`StageInputs.from_config` builds every slice
+with one projection of the config's JSON, and a slice's JSON is literally the part of the config it
+reads. Three rules:
+
+- Fields named after a setting (``textgame``, ``coding``, ``gui``) are filled only for the run's own
+  setting and are ``None`` otherwise: a text-game stage does not depend on the coding section.
+- :data:`~rla_core.config.SPEED_ONLY_KEYS` (parallelism, in-flight limits, process counts, timeouts,
+  cache locations) are read through the slice where a stage needs them but never hashed
+  (:meth:`StageInputs.key_json`): they change how fast or where, not what.
+- Seeds are not config: a stage's seed is derived from the run seed, the iteration and the stage name.
+
+Example:
+    >>> from rla_core.config import RunConfig
+    >>> inputs = JudgeInputs.from_config(RunConfig())
+    >>> inputs.judge.m
+    3
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self, TypeVar, get_args
+
+from pydantic import BaseModel, ConfigDict
+
+from rla_core.config import (
+    SPEED_ONLY_KEYS,
+    AdaptationConfig,
+    EvalConfig,
+    InvalidAction,
+    JudgeConfig,
+    LoraConfig,
+    ModelsConfig,
+    RewardConfig,
+    RolloutConfig,
+    RunConfig,
+    SamplingConfig,
+    ServingConfig,
+    Setting,
+    TextGameEngine,
+    TrainConfig,
+    TrainDtype,
+    TrainStrategy,
+)
+from rla_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rla_core.algo.curriculum import PlayTask
+
+
+class StageName(StrEnum):
+    """The stages of the loop; ``flows/loop.py`` says in which order and with which inputs they run."""
+
+    SEED_TASKS = "seed_tasks"
+    BOOTSTRAP = "bootstrap"
+    ROLLOUT = "rollout"
+    JUDGE = "judge"
+    WRITE_TESTS = "write_tests"
+    EXECUTE = "execute"
+    LABEL = "label"
+    ADAPT = "adapt"
+    TRAIN_POLICY = "train_policy"
+    TRAIN_REWARD = "train_reward"
+    EVALUATE = "evaluate"
+
+
+class Role(StrEnum):
+    """The models of a run; each is a checkpoint directory of that name in the stage that wrote it."""
+
+    POLICY = "policy"
+    REWARD = "reward"
+    ENVIRONMENT = "environment"
+
+
+class Slice(BaseModel):
+    """A frozen part of the run configuration (fields named and nested as in :class:`RunConfig`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+class StageInputs(Slice):
+    """The configuration one stage reads; its canonical JSON enters the stage's content key."""
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> Self:
+        """This stage's slice of ``cfg`` (sections of other settings are ``None``)."""
+        return cls.model_validate(_project(cfg.model_dump(mode="json"), cls, cfg.setting))
+
+    def key_json(self) -> dict[str, Any]:
+        """The slice as JSON without the speed-only keys: what the content key hashes."""
+        dumped: dict[str, Any] = self.model_dump(mode="json")
+        for dotted in SPEED_ONLY_KEYS:
+            *parents, leaf = dotted.split(".")
+            node: Any = dumped
+            for part in parents:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(leaf, None)
+        return dumped
+
+
+_SETTING_FIELDS = {s.value for s in Setting}
+
+
+def _project(data: dict[str, Any], model: type[BaseModel], setting: Setting) -> dict[str, Any]:
+    """The part of the config JSON ``data`` that ``model`` declares, recursing into smaller sections."""
+    out: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        if name in _SETTING_FIELDS and name != setting.value:
+            out[name] = None
+            continue
+        sub = _slice_type(info.annotation)
+        out[name] = _project(data[name], sub, setting) if sub is not None else data[name]
+    return out
+
+
+def _slice_type(annotation: Any) -> type[Slice] | None:
+    """The smaller-section model of a field (``X`` or ``X | None``), or None for a whole value."""
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, Slice):
+            return candidate
+    return None
+
+
+S = TypeVar("S")
+
+
+def need(section: S | None, setting: Setting) -> S:
+    """A setting's own section of a slice; a clear error if an adapter of another setting asks for it."""
+    if section is None:
+        raise ConfigError(
+            f"this stage has no '{setting.value}' section: it was built for another setting "
+            "(the adapter and the run's setting disagree)"
+        )
+    return section
+
+
+T = TypeVar("T")
+
+
+def expect_section(section: object, kind: type[T]) -> T:
+    """A request's environment section as the adapter's own kind; a clear error otherwise."""
+    if not isinstance(section, kind):
+        raise ConfigError(
+            f"this rollout request carries {type(section).__name__} but the adapter opens {kind.__name__}: "
+            "build the request from the run's own setting section (inputs.env())"
+        )
+    return section
+
+
+# ---- smaller sections (named as in RunConfig) ----------------------------------------------------
+
+
+class GenerationModels(Slice):
+    """What opening a generator reads: ``models.serving``, ``models.device``, the generation batch size."""
+
+    serving: ServingConfig
+    device: str
+    generation_batch_size: int
+
+
+class PolicyModels(GenerationModels):
+    """A generator for the policy plus the prompt history it shows (rollouts, evaluation)."""
+
+    history_turns: int
+
+
+class AdaptModels(GenerationModels):
+    """A generator for the environment model, when one is configured."""
+
+    environment: str | None
+
+
+class TrainModels(Slice):
+    lora: LoraConfig
+
+
+class TextGameEnv(Slice):
+    """What opening a text-game environment reads."""
+
+    engine: TextGameEngine
+    game_cache_dir: str
+
+
+class TextGameTasks(TextGameEnv):
+    tasks: str
+
+
+class TextGameEval(TextGameEnv):
+    eval_tasks: str
+
+
+class CodingSandbox(Slice):
+    """What running programs in the sandbox reads."""
+
+    max_parallel: int
+    memory_limit_mb: int
+    output_limit_kb: int
+
+
+class CodingTasks(Slice):
+    problems: str
+
+
+class CodingWarmStart(CodingSandbox):
+    problems: str
+
+
+class CodingEval(CodingSandbox):
+    eval_problems: str
+
+
+class CodingUnitTests(Slice):
+    unit_tests_per_task: int
+    unit_test_sampling: SamplingConfig
+
+
+class CodingRewrite(Slice):
+    max_prompt_test_chars: int
+    min_rewrite_tests: int
+    env_time_limit_s: float
+
+
+class GuiEnv(Slice):
+    """What opening a browser pool reads."""
+
+    browsers: int
+    call_timeout_s: float
+
+
+class GuiRollout(GuiEnv):
+    screenshots: bool
+
+
+class GuiTasks(Slice):
+    tasks: str
+
+
+class GuiWarmStart(GuiEnv):
+    tasks: str
+
+
+class GuiEval(GuiEnv):
+    eval_tasks: str
+
+
+EnvSection = TextGameEnv | CodingSandbox | GuiEnv
+
+
+class RolloutSteps(Slice):
+    max_steps: int
+
+
+class JudgeVotes(Slice):
+    m: int
+
+
+class SftTraining(Slice):
+    sft_lr: float
+
+
+class _Placement(Slice):
+    """Where an update runs (``training.*``; all but ``dtype`` are speed only)."""
+
+    dtype: TrainDtype
+    device: str
+    processes: int
+    strategy: TrainStrategy
+    worker_timeout_s: float
+
+
+class PolicyTraining(_Placement):
+    policy: TrainConfig
+
+
+class RewardTraining(_Placement):
+    reward: TrainConfig
+
+
+# ---- one slice per stage ---------------------------------------------------------------------------
+
+
+class SeedTasksInputs(StageInputs):
+    setting: Setting
+    textgame: TextGameTasks | None
+    coding: CodingTasks | None
+    gui: GuiTasks | None
+
+    def task_file(self) -> str:
+        """The training task file whose bytes also enter the key."""
+        return _section_file(self.textgame, self.coding, self.gui, "tasks", "problems")
+
+
+class BootstrapInputs(StageInputs):
+    setting: Setting
+    threads: int
+    models: ModelsConfig
+    training: SftTraining
+    rollout: RolloutSteps  # demonstrations are cut at the training step budget
+    textgame: TextGameTasks | None
+    coding: CodingWarmStart | None
+    gui: GuiWarmStart | None
+
+    def task_file(self) -> str:
+        return _section_file(self.textgame, self.coding, self.gui, "tasks", "problems")
+
+    def seed_sources(self) -> SeedTasksInputs:
+        """The seed-task part of this slice (the warm start demonstrates the seed tasks)."""
+        coding = CodingTasks(problems=self.coding.problems) if self.coding else None
+        gui = GuiTasks(tasks=self.gui.tasks) if self.gui else None
+        return SeedTasksInputs(setting=self.setting, textgame=self.textgame, coding=coding, gui=gui)
+
+
+class _PlaysEpisodes(StageInputs):
+    """A stage that opens its setting's environment (rollout, evaluate)."""
+
+    setting: Setting
+
+    def env(self) -> EnvSection:
+        """The run's own setting's environment section."""
+        section: EnvSection | None = getattr(self, self.setting.value)
+        if section is None:
+            return need(section, self.setting)  # raises: this slice was built for another setting
+        return section
+
+
+class RolloutInputs(_PlaysEpisodes):
+    threads: int
+    rollout: RolloutConfig
+    models: PolicyModels
+    textgame: TextGameEnv | None
+    coding: CodingSandbox | None
+    gui: GuiRollout | None
+
+
+class EvaluateInputs(_PlaysEpisodes):
+    threads: int
+    evaluation: EvalConfig
+    models: PolicyModels
+    textgame: TextGameEval | None
+    coding: CodingEval | None
+    gui: GuiEval | None
+
+    def task_file(self) -> str:
+        """The held-out task file whose bytes also enter the key."""
+        return _section_file(self.textgame, self.coding, self.gui, "eval_tasks", "eval_problems")
+
+
+class JudgeInputs(StageInputs):
+    setting: Setting
+    threads: int
+    judge: JudgeConfig
+    models: GenerationModels
+
+
+class WriteTestsInputs(StageInputs):
+    setting: Setting  # every slice with a setting-named section reads the setting (it fills that section)
+    threads: int
+    models: GenerationModels
+    coding: CodingUnitTests | None
+
+
+class ExecuteInputs(StageInputs):
+    setting: Setting
+    coding: CodingSandbox | None
+
+
+class LabelInputs(StageInputs):
+    setting: Setting
+    reward: RewardConfig
+    judge: JudgeVotes
+    adaptation: AdaptationConfig
+
+
+class AdaptInputs(StageInputs):
+    setting: Setting
+    threads: int
+    adaptation: AdaptationConfig
+    models: AdaptModels
+    rollout: RolloutSteps
+    textgame: TextGameEnv | None
+    coding: CodingRewrite | None
+    gui: GuiEnv | None
+
+
+class TrainPolicyInputs(StageInputs):
+    threads: int
+    training: PolicyTraining
+    models: TrainModels
+
+
+class TrainRewardInputs(StageInputs):
+    threads: int
+    training: RewardTraining
+    models: TrainModels
+
+
+def _section_file(textgame: Any, coding: Any, gui: Any, field: str, coding_field: str) -> str:
+    if textgame is not None:
+        return str(getattr(textgame, field))
+    if coding is not None:
+        return str(getattr(coding, coding_field))
+    return str(getattr(gui, field))
+
+
+# ---- what a rollout plays (the rollout and evaluate stages; the unit a shard carries) ------------
+
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    """One batch of episodes to play: tasks, budget, sampling, seed, and the environment to open.
+
+    Built by the rollout stage (training tasks, ``rollout.*``) and the evaluate stage (held-out tasks,
+    ``evaluation.*``), passed through the setting's adapter to :func:`rla_core.envs.rollout.run_rollouts`.
+    ``workdir`` receives side files (GUI screenshots under ``workdir/files``); None keeps none.
+    """
+
+    tasks: tuple[PlayTask, ...]
+    n: int
+    max_steps: int
+    sampling: SamplingConfig
+    seed: int
+    iteration: int
+    history_turns: int
+    invalid_action: InvalidAction = InvalidAction.FALLBACK
+    env: EnvSection | None = None  # what the adapter opens; None for a caller that passes its own env
+    workdir: Path | None = None

@@ -1,0 +1,151 @@
+"""The pipeline has one declaration, the flow (issue 24): its plan, the stage registry, typed slices as keys."""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from flows.loop import pipeline_order, plan, stage_order
+from rla_core.config import SPEED_ONLY_KEYS, RunConfig, Setting, build_config, load_config
+from rla_core.errors import ConfigError
+from rla_core.stage_inputs import StageName
+from tasks.stage import RunContext, StageRef, all_stages
+
+ITERATION = ("rollout", "judge", "label", "adapt", "train_policy", "train_reward", "evaluate")
+CODING_ITERATION = (
+    "rollout",
+    "write_tests",
+    "execute",
+    "label",
+    "adapt",
+    "train_policy",
+    "train_reward",
+    "evaluate",
+)
+
+
+def run(*overrides: str) -> RunContext:
+    return RunContext(run_id="plan", config=load_config(overrides=list(overrides)))
+
+
+@pytest.mark.parametrize(
+    ("setting", "iteration"),
+    [("textgame", ITERATION), ("gui", ITERATION), ("coding", CODING_ITERATION)],
+)
+def test_the_plan_is_the_flow_in_order(setting: str, iteration: tuple[str, ...]) -> None:
+    order = stage_order(run(f"setting={setting}", "iterations=2", "evaluation.every=1"))
+    assert order == {0: ("seed_tasks", "bootstrap", "evaluate"), 1: iteration, 2: iteration}
+    assert pipeline_order(run(f"setting={setting}")) == ("seed_tasks", "bootstrap", *iteration)
+
+
+def test_the_plan_follows_the_ablation_switches_and_the_evaluation_schedule() -> None:
+    order = stage_order(run("iterations=5", "evaluation.every=2"))
+    assert [it for it in range(1, 6) if "evaluate" in order[it]] == [2, 4, 5]  # every 2nd and the last
+    frozen = stage_order(run("iterations=1", "adaptation.enabled=false", "training.reward.enabled=false"))
+    assert frozen[1] == ("rollout", "judge", "label", "train_policy", "evaluate")
+
+
+def test_a_planned_stage_that_must_run_makes_everything_downstream_run(tmp_path: Any) -> None:
+    # An empty artifact root: nothing is done, and only stages without inputs have a computable key.
+    planned = plan(run(f"artifact_root={tmp_path}", "iterations=1"))
+    assert not any(p.done for p in planned)
+    assert [p.stage for p in planned if p.key is not None] == ["seed_tasks", "bootstrap"]
+    rollout = next(p for p in planned if p.stage == "rollout")
+    assert rollout.inputs == {"tasks": "planned:0/seed_tasks", "policy": "planned:0/bootstrap"}
+
+
+def test_every_stage_name_has_one_registered_stage_in_its_task_module() -> None:
+    for name in StageName:
+        module = importlib.import_module(f"tasks.{name.value}")
+        assert all_stages()[name].body.__module__ == module.__name__, name
+    assert set(all_stages()) == set(StageName)
+
+
+# ---- content keys: a field inside a stage's slice changes its key, a field outside does not ---------
+
+
+def _leaves(model: type[BaseModel], value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted path, value) of every leaf field of a config model, enumerated from the model itself."""
+    for name, info in model.model_fields.items():
+        sub, path = getattr(value, name), f"{prefix}{name}"
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _leaves(annotation, sub, f"{path}.")
+        else:
+            yield path, sub
+
+
+def _candidates(value: Any) -> list[Any]:
+    """Other values of a leaf's JSON form, tried in order until the config validates."""
+    if isinstance(value, enum.Enum):
+        return [m.value for m in type(value) if m is not value]
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [value + 1, value - 1, 0]
+    if isinstance(value, float):
+        return [value * 0.5, value + 0.1, value * 1.5, value - 0.1]
+    if isinstance(value, str):
+        return [value + "-changed", "tiny:changed", "float32", "cpu"]  # free text, a model, a dtype, a device
+    if isinstance(value, tuple):
+        return [[*value, "--changed"], list(value[:-1]), [0.5, 0.6]]
+    if value is None:
+        return ["tiny:changed", 1]
+    raise AssertionError(f"no candidate values for {value!r}")
+
+
+def _changed(base: RunConfig, path: str, value: Any) -> RunConfig | None:
+    data = base.model_dump(mode="json")
+    node = data
+    *parents, leaf = path.split(".")
+    for part in parents:
+        node = node[part]
+    for candidate in _candidates(value):
+        if candidate == node[leaf]:
+            continue
+        node[leaf] = candidate
+        try:
+            return build_config(data)
+        except ConfigError:
+            continue
+    return None
+
+
+def _flat(data: Any, prefix: str = "") -> set[str]:
+    if isinstance(data, dict):
+        return {leaf for k, v in data.items() for leaf in _flat(v, f"{prefix}{k}.")}
+    return {prefix.removesuffix(".")}
+
+
+REFS = {name: StageRef("keys", 0, name, 1, f"ck-{name}", {}) for name in ("tasks", "policy", "rollouts")}
+
+
+@pytest.mark.parametrize("setting", [s.value for s in Setting])
+def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) -> None:
+    base = load_config(
+        overrides=[f"setting={setting}", "adaptation.rewriter=llm", "models.environment=tiny:env"]
+    )
+    leaves = list(_leaves(RunConfig, base))
+    assert len(leaves) > 100  # every field of the config, not a hand-picked few
+    base_run = RunContext(run_id="keys", config=base)
+    keys = {name: stage.key(base_run, 1, REFS) for name, stage in all_stages().items()}
+    slices = {name: _flat(stage.slice(base).key_json()) for name, stage in all_stages().items()}
+    unchangeable = []
+    for path, value in leaves:
+        changed = _changed(base, path, value)
+        if changed is None:
+            unchangeable.append(path)
+            continue
+        changed_run = RunContext(run_id="keys", config=changed)
+        for name, stage in all_stages().items():
+            # The run seed is no config slice: it enters every key through the stage seed.
+            expected = path == "seed" or (path in slices[name] and path not in SPEED_ONLY_KEYS)
+            moved = stage.key(changed_run, 1, REFS) != keys[name]
+            assert moved == expected, f"{name}: changing {path} {'moved' if moved else 'kept'} its key"
+    # Fields no value change validates would go untested: only coding's rewriter, which must be 'llm'.
+    assert unchangeable == (["adaptation.rewriter"] if setting == "coding" else [])
