@@ -542,6 +542,7 @@ PRESETS: tuple[str, ...] = (
     "gui",
     "alfworld",
     "bench",
+    "bench-long",
     "paper-textgame",
     "paper-coding",
     "paper-gui",

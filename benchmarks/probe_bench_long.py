@@ -1,0 +1,196 @@
+"""Properties of the long-horizon `bench-long` preset (issue 26; docs/bench-design.md §10).
+
+Two modes, neither of which reads the held-out set:
+
+``random TASKS --max-steps 8,12,16``
+    Success of a uniformly random policy over the admissible commands, per game and pooled, with
+    ``--episodes`` episodes per game. No model: a cheap first look at how far a game is out of reach of a
+    policy that picks about uniformly among its listed actions (the reading-drill warm start, §8), used to
+    choose the game distribution and the step budget before paying for a warm start.
+
+``grid --first-seed 20000 --games 6``
+    The same random policy on a grid of spec cells (world_size × nb_objects × quest_length), ``--games``
+    freshly drawn games per cell with seeds from ``--first-seed`` on (a design pool apart from the three
+    sets' seed ranges), to see which cells a near-uniform policy wins 5-20 % of the time.
+
+``run RUN_DIR [RUN_DIR ...]``
+    The issue's "Done means" from the artifacts of short runs (the latest attempt of each stage):
+
+    1. validation success of the warm start: ``eval/success_rate`` of the iteration-0 evaluate stage of a run
+       started with ``--set textgame.eval_tasks=data/textworld/bench-long-validation.jsonl`` (its Wilson
+       interval too); target 0.05-0.2;
+    2. share of iteration-1 task groups (``task_id`` of ``rollouts.parquet``) whose ``rollout.rollouts_per_task``
+       outcomes are all equal, i.e. zero GRPO advantage under the outcome reward alone; target >= 0.6;
+    3. ``reward_model/step_accuracy`` of each iteration's judge stage (iteration 1 judges with the warm-started
+       judge); target 0.55-0.65 at iteration 1 and a rise of >= 0.05 by iteration 4;
+    4. share of iteration-1 task groups with 0 successes out of n. Iteration 1's rollouts are played by the
+       warm start itself, so with ``--set rollout.tasks_per_iter=32`` (every training game) this is the warm
+       start's 0/8 share on the training games; target >= 0.25.
+
+Run: ``.venv/bin/python benchmarks/probe_bench_long.py random data/textworld/bench-long-train.jsonl``;
+``.venv/bin/python benchmarks/probe_bench_long.py run /tmp/benchlong/runs/<run id>``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+import polars as pl
+
+from rla_core.algo.stats import wilson_interval
+from rla_core.envs.textworld_env import TextWorldEnv
+
+
+def random_success(env: TextWorldEnv, spec: dict, *, episodes: int, max_steps: int, rng: random.Random) -> int:
+    """Wins of ``episodes`` uniformly random episodes of at most ``max_steps`` steps."""
+    wins = 0
+    for _ in range(episodes):
+        episode = env.open(spec, seed=0)
+        try:
+            for _step in range(max_steps):
+                if episode.done or not episode.admissible_actions:
+                    break
+                episode.step(rng.choice(episode.admissible_actions))
+            wins += int(episode.won)
+        finally:
+            episode.close()
+    return wins
+
+
+def random_mode(args: argparse.Namespace) -> None:
+    env = TextWorldEnv(args.game_cache)
+    tasks = [json.loads(line) for line in args.tasks.read_text().splitlines() if line.strip()]
+    budgets = [int(b) for b in args.max_steps.split(",")]
+    for budget in budgets:
+        rng = random.Random(args.seed)
+        rates = [random_success(env, t["spec"], episodes=args.episodes, max_steps=budget, rng=rng) for t in tasks]
+        total = sum(rates)
+        n = args.episodes * len(tasks)
+        zero = sum(r == 0 for r in rates) / len(tasks)
+        by_length: dict[int, list[int]] = {}
+        for task, wins in zip(tasks, rates, strict=True):
+            by_length.setdefault(task["spec"]["quest_length"], []).append(wins)
+        per_length = ", ".join(
+            f"q{q}: {sum(w) / (args.episodes * len(w)):.3f} ({len(w)} games)" for q, w in sorted(by_length.items())
+        )
+        print(
+            f"max_steps {budget}: random success {total}/{n} = {total / n:.3f}; games at 0/{args.episodes} "
+            f"{zero:.2f}; per quest length {per_length}",
+            flush=True,
+        )
+
+
+def grid_mode(args: argparse.Namespace) -> None:
+    env = TextWorldEnv(args.game_cache)
+    budgets = [int(b) for b in args.max_steps.split(",")]
+    seed = args.first_seed
+    rng = random.Random(args.seed)
+    for world_size in (int(v) for v in args.world_sizes.split(",")):
+        for nb_objects in (int(v) for v in args.objects.split(",")):
+            for quest_length in (int(v) for v in args.quest_lengths.split(",")):
+                specs: list[dict] = []
+                while len(specs) < args.games and seed < args.first_seed + 100_000:
+                    spec = {"world_size": world_size, "nb_objects": nb_objects, "quest_length": quest_length,
+                            "seed": seed}  # fmt: skip
+                    seed += 1
+                    if env.check_winnable(spec) is None:
+                        specs.append(spec)
+                cells = []
+                for budget in budgets:
+                    wins = [random_success(env, s, episodes=args.episodes, max_steps=budget, rng=rng) for s in specs]
+                    n = args.episodes * len(specs)
+                    cells.append(f"{budget} steps {sum(wins) / n:.3f} (0/{args.episodes}: "
+                                 f"{sum(w == 0 for w in wins)}/{len(specs)})")  # fmt: skip
+                print(f"rooms {world_size} objects {nb_objects} quest {quest_length}: " + "; ".join(cells), flush=True)
+
+
+def _latest(run: Path, iteration: int, stage: str) -> Path | None:
+    attempts = sorted((run / f"iter-{iteration:04d}" / stage).glob("attempt-*/_manifest.json"))
+    return attempts[-1].parent if attempts else None
+
+
+def _metrics(attempt: Path) -> dict[str, float]:
+    return json.loads((attempt / "_manifest.json").read_text()).get("extra", {}).get("metrics", {})
+
+
+def run_mode(args: argparse.Namespace) -> None:
+    for run in args.runs:
+        print(f"== {run.name}")
+        evaluate = _latest(run, 0, "evaluate")
+        if evaluate is not None:
+            frame = pl.read_parquet(next(evaluate.glob("*.parquet")))
+            wins, n = int((frame["outcome"] > 0).sum()), frame.height
+            low, high = wilson_interval(wins, n)
+            clean = int(((frame["outcome"] > 0) & (frame["invalid_actions"] == 0)).sum())
+            print(
+                f"1. iteration-0 evaluation success {wins}/{n} = {wins / n:.3f} [{low:.3f}, {high:.3f}] "
+                f"(clean {clean / n:.3f}); target 0.05-0.2"
+            )
+        rollout = _latest(run, 1, "rollout")
+        if rollout is not None:
+            steps = pl.read_parquet(rollout / "rollouts.parquet", columns=["task_id", "rollout_id", "outcome", "step"])
+            episodes = steps.group_by("task_id", "rollout_id").agg(pl.col("outcome").first(), pl.len().alias("steps"))
+            groups = episodes.group_by("task_id").agg(
+                wins=(pl.col("outcome") > 0).sum(), n=pl.len(), distinct=pl.col("outcome").n_unique()
+            )
+            equal = float((groups["distinct"] == 1).mean())
+            zero = float((groups["wins"] == 0).mean())
+            success = float((episodes["outcome"] > 0).mean())
+            print(
+                f"2. iteration-1 groups with all-equal outcomes {int((groups['distinct'] == 1).sum())}/"
+                f"{groups.height} = {equal:.2f} (target >= 0.6)"
+            )
+            print(
+                f"4. iteration-1 groups at 0/{int(groups['n'].max())} successes {int((groups['wins'] == 0).sum())}/"
+                f"{groups.height} = {zero:.2f} (target >= 0.25); rollout success {success:.3f}, "
+                f"mean steps {episodes['steps'].mean():.1f}; wins per group "
+                f"{sorted(groups['wins'].to_list())}"
+            )
+        accuracies = []
+        for iteration in range(1, 100):
+            judge = _latest(run, iteration, "judge")
+            if judge is None:
+                if not (run / f"iter-{iteration:04d}").exists():
+                    break
+                continue
+            value = _metrics(judge).get("reward_model/step_accuracy")
+            if value is not None:
+                accuracies.append((iteration, value))
+        if accuracies:
+            cells = ", ".join(f"it {i}: {v:.3f}" for i, v in accuracies)
+            print(f"3. judge step accuracy {cells}; target 0.55-0.65 at it 1, rise >= 0.05 by it 4")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    rnd = sub.add_parser("random", help="uniformly random policy on a task set")
+    rnd.add_argument("tasks", type=Path)
+    rnd.add_argument("--max-steps", default="8,12,16")
+    rnd.add_argument("--episodes", type=int, default=8)
+    rnd.add_argument("--seed", type=int, default=0)
+    rnd.add_argument("--game-cache", type=Path, default=Path(".cache/games"))
+    rnd.set_defaults(func=random_mode)
+    grid = sub.add_parser("grid", help="uniformly random policy on a grid of spec cells")
+    grid.add_argument("--first-seed", type=int, default=20000)
+    grid.add_argument("--games", type=int, default=6)
+    grid.add_argument("--episodes", type=int, default=8)
+    grid.add_argument("--world-sizes", default="1,2,3")
+    grid.add_argument("--objects", default="3,4")
+    grid.add_argument("--quest-lengths", default="3,4,5")
+    grid.add_argument("--max-steps", default="12,16")
+    grid.add_argument("--seed", type=int, default=0)
+    grid.add_argument("--game-cache", type=Path, default=Path(".cache/games"))
+    grid.set_defaults(func=grid_mode)
+    runs = sub.add_parser("run", help="properties 1-4 from run directories")
+    runs.add_argument("runs", type=Path, nargs="+")
+    runs.set_defaults(func=run_mode)
+    args = parser.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
