@@ -40,11 +40,13 @@ from pathlib import Path
 
 import polars as pl
 
-from rla_core.algo.stats import wilson_interval
+from rla_core.algo.stats import proportion, proportion_text
 from rla_core.envs.textworld_env import TextWorldEnv
 
 
-def random_success(env: TextWorldEnv, spec: dict, *, episodes: int, max_steps: int, rng: random.Random) -> int:
+def random_success(
+    env: TextWorldEnv, spec: dict, *, episodes: int, max_steps: int, rng: random.Random
+) -> int:
     """Wins of ``episodes`` uniformly random episodes of at most ``max_steps`` steps."""
     wins = 0
     for _ in range(episodes):
@@ -66,7 +68,9 @@ def random_mode(args: argparse.Namespace) -> None:
     budgets = [int(b) for b in args.max_steps.split(",")]
     for budget in budgets:
         rng = random.Random(args.seed)
-        rates = [random_success(env, t["spec"], episodes=args.episodes, max_steps=budget, rng=rng) for t in tasks]
+        rates = [
+            random_success(env, t["spec"], episodes=args.episodes, max_steps=budget, rng=rng) for t in tasks
+        ]
         total = sum(rates)
         n = args.episodes * len(tasks)
         zero = sum(r == 0 for r in rates) / len(tasks)
@@ -74,7 +78,8 @@ def random_mode(args: argparse.Namespace) -> None:
         for task, wins in zip(tasks, rates, strict=True):
             by_length.setdefault(task["spec"]["quest_length"], []).append(wins)
         per_length = ", ".join(
-            f"q{q}: {sum(w) / (args.episodes * len(w)):.3f} ({len(w)} games)" for q, w in sorted(by_length.items())
+            f"q{q}: {sum(w) / (args.episodes * len(w)):.3f} ({len(w)} games)"
+            for q, w in sorted(by_length.items())
         )
         print(
             f"max_steps {budget}: random success {total}/{n} = {total / n:.3f}; games at 0/{args.episodes} "
@@ -100,11 +105,17 @@ def grid_mode(args: argparse.Namespace) -> None:
                         specs.append(spec)
                 cells = []
                 for budget in budgets:
-                    wins = [random_success(env, s, episodes=args.episodes, max_steps=budget, rng=rng) for s in specs]
+                    wins = [
+                        random_success(env, s, episodes=args.episodes, max_steps=budget, rng=rng)
+                        for s in specs
+                    ]
                     n = args.episodes * len(specs)
                     cells.append(f"{budget} steps {sum(wins) / n:.3f} (0/{args.episodes}: "
                                  f"{sum(w == 0 for w in wins)}/{len(specs)})")  # fmt: skip
-                print(f"rooms {world_size} objects {nb_objects} quest {quest_length}: " + "; ".join(cells), flush=True)
+                print(
+                    f"rooms {world_size} objects {nb_objects} quest {quest_length}: " + "; ".join(cells),
+                    flush=True,
+                )
 
 
 def _latest(run: Path, iteration: int, stage: str) -> Path | None:
@@ -123,16 +134,19 @@ def run_mode(args: argparse.Namespace) -> None:
         if evaluate is not None:
             frame = pl.read_parquet(next(evaluate.glob("*.parquet")))
             wins, n = int((frame["outcome"] > 0).sum()), frame.height
-            low, high = wilson_interval(wins, n)
             clean = int(((frame["outcome"] > 0) & (frame["invalid_actions"] == 0)).sum())
             print(
-                f"1. iteration-0 evaluation success {wins}/{n} = {wins / n:.3f} [{low:.3f}, {high:.3f}] "
+                f"1. iteration-0 evaluation success {proportion_text(proportion(wins, n))} "
                 f"(clean {clean / n:.3f}); target 0.05-0.2"
             )
         rollout = _latest(run, 1, "rollout")
         if rollout is not None:
-            steps = pl.read_parquet(rollout / "rollouts.parquet", columns=["task_id", "rollout_id", "outcome", "step"])
-            episodes = steps.group_by("task_id", "rollout_id").agg(pl.col("outcome").first(), pl.len().alias("steps"))
+            steps = pl.read_parquet(
+                rollout / "rollouts.parquet", columns=["task_id", "rollout_id", "outcome", "step"]
+            )
+            episodes = steps.group_by("task_id", "rollout_id").agg(
+                pl.col("outcome").first(), pl.len().alias("steps")
+            )
             groups = episodes.group_by("task_id").agg(
                 wins=(pl.col("outcome") > 0).sum(), n=pl.len(), distinct=pl.col("outcome").n_unique()
             )

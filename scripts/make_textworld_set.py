@@ -1,12 +1,14 @@
-"""Write a TextWorld task set (JSONL of slot ids and game specs) drawn from the bench distribution.
+"""Write a TextWorld task set (JSONL of slot ids and game specs) drawn from a benchmark distribution.
 
-The `bench` sets are small household games: 1-2 rooms, 3-5 objects, quests of 1-3 steps (2-3 when there
-are two rooms). Specs are drawn with a seeded RNG, game seeds run from ``--first-seed`` on, and every game is
-compiled and checked to be won by its own walkthrough (unwinnable draws are skipped), so the same
-arguments always write the same file. Compiled games land in the game cache for later runs.
+``--distribution bench`` (default): small household games, 1-2 rooms, 3-5 objects, quests of 1-3 steps
+(2-3 when there are two rooms). ``--distribution bench-long`` (issue 26, docs/bench-design.md §10): quests
+of 3-5 steps (the engine's upper bound is 5) drawn 2:2:1 over 1-3 rooms with 3-4 objects. Specs are drawn
+with a seeded RNG, game seeds run from ``--first-seed`` on, and every game is compiled and checked to be won
+by its own walkthrough (unwinnable draws are skipped), so the same arguments always write the same file.
+Compiled games land in the game cache for later runs.
 
 Run: ``.venv/bin/python scripts/make_textworld_set.py --prefix tw-bench-val --count 48 --first-seed 5000
---out data/textworld/bench-val.jsonl``
+--out data/textworld/bench-val.jsonl`` (the commands of every shipped set: data/textworld/README.md)
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rla_core.envs.textworld_env import TextWorldEnv
 
 
 def draw_spec(rng: random.Random, seed: int) -> dict[str, int]:
+    """One `bench` spec."""
     world_size = rng.choice([1, 2])
     quest_length = rng.choice([1, 1, 2, 3] if world_size == 1 else [2, 3])
     return {
@@ -31,6 +34,19 @@ def draw_spec(rng: random.Random, seed: int) -> dict[str, int]:
     }
 
 
+def draw_long_spec(rng: random.Random, seed: int) -> dict[str, int]:
+    """One `bench-long` spec: quest 3-5 steps (2:2:1), 1-3 rooms, 3-4 objects (docs/bench-design.md §10)."""
+    return {
+        "world_size": rng.choice([1, 2, 3]),
+        "nb_objects": rng.choice([3, 4]),
+        "quest_length": rng.choice([3, 3, 4, 4, 5]),
+        "seed": seed,
+    }
+
+
+DISTRIBUTIONS = {"bench": draw_spec, "bench-long": draw_long_spec}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prefix", required=True, help="slot id prefix, e.g. tw-bench-val")
@@ -38,13 +54,15 @@ def main() -> int:
     parser.add_argument("--first-seed", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--game-cache", type=Path, default=Path(".cache/games"))
+    parser.add_argument("--distribution", choices=sorted(DISTRIBUTIONS), default="bench")
     args = parser.parse_args()
+    draw = DISTRIBUTIONS[args.distribution]
     env = TextWorldEnv(args.game_cache)
     rng = random.Random(args.first_seed)
     lines: list[str] = []
     seed = args.first_seed
     while len(lines) < args.count:
-        spec = draw_spec(rng, seed)
+        spec = draw(rng, seed)
         seed += 1
         reason = env.check_winnable(spec)
         if reason is not None:
