@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prefect import flow
-
 from rla_core.config import Setting
 from rla_core.settings import eval_due
 from rla_core.stage_inputs import StageName
@@ -32,7 +30,7 @@ from tasks.judge import judge
 from tasks.label import label
 from tasks.rollout import rollout
 from tasks.seed_tasks import seed_tasks
-from tasks.stage import PlannedStage, RunContext, StageRef, plannable, planning
+from tasks.stage import PlannedStage, RunContext, StageRef, planning, prefect_flow
 from tasks.train_policy import train_policy
 from tasks.train_reward import train_reward
 from tasks.write_tests import write_tests
@@ -48,8 +46,7 @@ class LoopState:
     models: StageRef  # the bootstrap stage (frozen environment model, when one is configured)
 
 
-@plannable
-@flow(name="rlanything-iteration", flow_run_name="{run.run_id}-iter{iteration}")
+@prefect_flow(name="rlanything-iteration", flow_run_name="{run.run_id}-iter{iteration}")
 def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopState:
     """One RL step of RLAnything (spec §1)."""
     cfg = run.config
@@ -85,7 +82,7 @@ def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopSta
     return LoopState(policy=policy, reward_model=reward_model, tasks=tasks, models=state.models)
 
 
-@flow(name="rlanything", flow_run_name="{run.run_id}")
+@prefect_flow(name="rlanything", flow_run_name="{run.run_id}")
 def training_loop(run: RunContext) -> LoopState:
     """Seed the task registry, bootstrap and warm-start the models, evaluate them ("Before"), then iterate."""
     tasks = seed_tasks(run, 0)
@@ -122,6 +119,12 @@ def stage_order(run: RunContext) -> dict[int, tuple[StageName, ...]]:
     return {it: tuple(names) for it, names in order.items()}
 
 
+def iteration_stages(order: dict[int, tuple[StageName, ...]]) -> tuple[StageName, ...]:
+    """Every stage an iteration ≥ 1 runs, once, in flow order, merged over the iterations of
+    :func:`stage_order` (an iteration without evaluation still lists the stages before it)."""
+    return tuple(dict.fromkeys(name for it, names in sorted(order.items()) if it > 0 for name in names))
+
+
 def pipeline_order(run: RunContext) -> tuple[StageName, ...]:
     """Every stage name once, in flow order: setup stages, then an iteration's stages (any iteration ≥ 1).
 
@@ -129,8 +132,5 @@ def pipeline_order(run: RunContext) -> tuple[StageName, ...]:
     train_reward, evaluate.
     """
     order = stage_order(run)
-    later: list[StageName] = []
-    for it in sorted(order):
-        if it > 0:
-            later += [name for name in order[it] if name not in later]
+    later = iteration_stages(order)
     return (*(name for name in order.get(0, ()) if name not in later), *later)

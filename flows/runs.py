@@ -140,12 +140,10 @@ def invalidate_from(
     Downstream is the flow's own order (:func:`flows.loop.stage_order`): the rest of that iteration,
     then every later iteration on disk.
     """
+    from flows.loop import iteration_stages
+
     order = _stage_order(cfg, run_id)
-    first = (
-        _iteration_order(order, iteration)
-        if iteration == 0
-        else tuple(dict.fromkeys(name for it, names in sorted(order.items()) if it > 0 for name in names))
-    )
+    first = order[0] if iteration == 0 else iteration_stages(order)
     if stage not in first and iteration == 0:
         raise ConfigError(f"iteration 0 has only the stages {', '.join(first)}; got '{stage}'")
     if stage not in first:
@@ -156,8 +154,8 @@ def invalidate_from(
     for it in sorted({iteration, *store.list_iterations(run_id)}):
         if it < iteration:
             continue
-        names = first if it == iteration else _iteration_order(order, it)
-        for name in names[names.index(StageName(stage)) :] if it == iteration else names:
+        names = first[first.index(StageName(stage)) :] if it == iteration else _iteration_order(order, it)
+        for name in names:
             if store.invalidate(run_id, it, name) is not None:
                 marked.append(f"{it}/{name}")
     return marked

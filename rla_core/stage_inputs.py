@@ -133,10 +133,10 @@ def _slice_type(annotation: Any) -> type[Slice] | None:
     return None
 
 
-S = TypeVar("S")
+T = TypeVar("T")
 
 
-def need(section: S | None, setting: Setting) -> S:
+def need(section: T | None, setting: Setting) -> T:
     """A setting's own section of a slice; a clear error if an adapter of another setting asks for it."""
     if section is None:
         raise ConfigError(
@@ -144,9 +144,6 @@ def need(section: S | None, setting: Setting) -> S:
             "(the adapter and the run's setting disagree)"
         )
     return section
-
-
-T = TypeVar("T")
 
 
 def expect_section(section: object, kind: type[T]) -> T:
@@ -317,9 +314,9 @@ class BootstrapInputs(StageInputs):
 
     def seed_sources(self) -> SeedTasksInputs:
         """The seed-task part of this slice (the warm start demonstrates the seed tasks)."""
-        coding = CodingTasks(problems=self.coding.problems) if self.coding else None
-        gui = GuiTasks(tasks=self.gui.tasks) if self.gui else None
-        return SeedTasksInputs(setting=self.setting, textgame=self.textgame, coding=coding, gui=gui)
+        return SeedTasksInputs.model_validate(
+            _project(self.model_dump(mode="json"), SeedTasksInputs, self.setting)
+        )
 
 
 class _PlaysEpisodes(StageInputs):

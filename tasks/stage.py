@@ -41,8 +41,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import polars as pl
-from prefect import get_run_logger, task
-from prefect.context import TaskRunContext
 
 from rla_core.config import RunConfig, TrainConfig, hash_jsonable
 from rla_core.stage_inputs import GenerationModels, Role, StageInputs, StageName
@@ -54,6 +52,8 @@ from tasks.progress import stage_progress
 from tasks.tracking import publish_iteration_summary
 
 if TYPE_CHECKING:
+    from prefect.context import TaskRunContext
+
     from rla_core.models.generator import Generator
     from rla_core.models.trainer import PlacementFields
 
@@ -102,6 +102,8 @@ class StageContext(Generic[InputsT]):
 
     @property
     def log(self) -> Any:
+        from prefect import get_run_logger
+
         return get_run_logger()
 
     def read(self, ref: StageRef, name: str) -> pl.DataFrame:
@@ -289,15 +291,20 @@ class Stage(Generic[InputsT]):
         self.key_extra = key_extra
         STAGES[name] = self
 
+    @functools.cached_property
+    def task(self) -> Any:
+        """The Prefect task that runs the stage, made on first use (Prefect is imported only to run)."""
+        from prefect import task
+
         def run_stage(run: RunContext, iteration: int, key: str, inputs: dict[str, StageRef]) -> StageRef:
             return self._execute(run, iteration, key, inputs)
 
-        run_stage.__name__ = run_stage.__qualname__ = f"stage_{name}"
-        self.task = task(
-            name=str(name),
+        run_stage.__name__ = run_stage.__qualname__ = f"stage_{self.name}"
+        return task(
+            name=str(self.name),
             cache_key_fn=_cache_key,
             persist_result=True,
-            task_run_name=f"{name}-iter{{iteration}}",
+            task_run_name=f"{self.name}-iter{{iteration}}",
         )(run_stage)
 
     def slice(self, cfg: RunConfig) -> InputsT:
@@ -359,6 +366,8 @@ class Stage(Generic[InputsT]):
         done = self._done_ref(run, iteration, key)
         if done is not None:
             return done  # done by an earlier process whose Prefect cache we cannot see: the manifest decides
+        from prefect import get_run_logger
+
         store = run.store
         logger = get_run_logger()
         seed = stage_seed(run.config.seed, iteration, self.name)
@@ -475,16 +484,32 @@ def is_planning() -> bool:
     return _PLANNER.get() is not None
 
 
-class PlannableFlow:
-    """A Prefect (sub)flow that, under :func:`planning`, runs its body directly (no Prefect run)."""
+class LazyFlow:
+    """A Prefect flow made on first call; under :func:`planning` its body runs directly (no Prefect run).
 
-    def __init__(self, flow: Any) -> None:
-        self.flow = flow
-        functools.update_wrapper(self, flow.fn)
+    Importing Prefect costs ~0.6 s, so `rla status`, which plans the flow to know the stage order, never
+    imports it; ``fn`` is the plain body.
+    """
+
+    def __init__(self, fn: Callable[..., Any], **options: Any) -> None:
+        self.fn = fn
+        self.options = options
+        functools.update_wrapper(self, fn)
+
+    @functools.cached_property
+    def flow(self) -> Any:
+        from prefect import flow
+
+        return flow(**self.options)(self.fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.flow.fn(*args, **kwargs) if is_planning() else self.flow(*args, **kwargs)
+        return self.fn(*args, **kwargs) if is_planning() else self.flow(*args, **kwargs)
 
 
-def plannable(flow: Any) -> PlannableFlow:
-    return PlannableFlow(flow)
+def prefect_flow(**options: Any) -> Callable[[Callable[..., Any]], LazyFlow]:
+    """``@prefect_flow(name=…)``: a :class:`LazyFlow` with Prefect's ``flow`` options."""
+
+    def wrap(fn: Callable[..., Any]) -> LazyFlow:
+        return LazyFlow(fn, **options)
+
+    return wrap

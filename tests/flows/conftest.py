@@ -16,6 +16,8 @@ from typing import IO
 
 import pytest
 
+from rla_core.store import ArtifactStore
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -98,11 +100,25 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
     time.sleep(0.2)
 
 
-def planned(store: object, run_id: str) -> set[tuple[int, str]]:
+# One iteration's stages, in flow order, as the tests expect them (hand-written, not derived).
+ITERATION = ("rollout", "judge", "label", "adapt", "train_policy", "train_reward", "evaluate")
+CODING_ITERATION = (
+    "rollout",
+    "write_tests",
+    "execute",
+    "label",
+    "adapt",
+    "train_policy",
+    "train_reward",
+    "evaluate",
+)
+
+
+def planned(store: ArtifactStore, run_id: str) -> set[tuple[int, str]]:
     """(iteration, stage) of every stage the flow's plan runs for the run's own stored config."""
     from flows.loop import plan
     from flows.runs import load_run_config
     from tasks.stage import RunContext
 
-    cfg = load_run_config(store, run_id)  # type: ignore[arg-type]
+    cfg = load_run_config(store, run_id)
     return {(p.iteration, str(p.stage)) for p in plan(RunContext(run_id=run_id, config=cfg), check=False)}

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from rla_core.store import ArtifactStore
-from tests.flows.conftest import FlowEnv, planned
+from tests.flows.conftest import ITERATION, FlowEnv, planned
 
 REPO = Path(__file__).resolve().parents[2]
 # One iteration, two tasks, two rollouts of two steps, evaluation on one held-out game, untrained tiny
@@ -47,15 +47,7 @@ def test_alfworld_preset_runs_every_stage(flow_env: FlowEnv) -> None:
     }
     # Set-up stages and the baseline evaluation at iteration 0, then one iteration.
     assert done == planned(store, "alfw")
-    assert {s for it, s in done if it == 1} == {
-        "rollout",
-        "judge",
-        "label",
-        "adapt",
-        "train_policy",
-        "train_reward",
-        "evaluate",
-    }
+    assert {s for it, s in done if it == 1} == set(ITERATION)
     tasks = store.read_frame("alfw", 0, "seed_tasks", "tasks")
     assert set(tasks["env"].to_list()) == {"alfworld"} and tasks.height == 2
     rollouts = store.read_frame("alfw", 1, "rollout", "rollouts")

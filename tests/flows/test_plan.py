@@ -15,18 +15,7 @@ from rla_core.config import SPEED_ONLY_KEYS, RunConfig, Setting, build_config, l
 from rla_core.errors import ConfigError
 from rla_core.stage_inputs import StageName
 from tasks.stage import RunContext, StageRef, all_stages
-
-ITERATION = ("rollout", "judge", "label", "adapt", "train_policy", "train_reward", "evaluate")
-CODING_ITERATION = (
-    "rollout",
-    "write_tests",
-    "execute",
-    "label",
-    "adapt",
-    "train_policy",
-    "train_reward",
-    "evaluate",
-)
+from tests.flows.conftest import CODING_ITERATION, ITERATION
 
 
 def run(*overrides: str) -> RunContext:

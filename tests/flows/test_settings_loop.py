@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from rla_core.store import ArtifactStore
-from tests.flows.conftest import FlowEnv, planned
+from tests.flows.conftest import CODING_ITERATION, ITERATION, FlowEnv, planned
 
 TINY = ["--set", "iterations=1", "--set", "rollout.tasks_per_iter=2", "--set", "rollout.rollouts_per_task=2",
         "--set", "evaluation.rollouts_per_task=1", "--set", "models.warm_start_epochs=2"]  # fmt: skip
@@ -36,16 +36,7 @@ def test_one_coding_iteration_without_rewrite_targets(flow_env: FlowEnv) -> None
     store = ArtifactStore(str(root))
     done = committed(store, "c1")
     assert set(done) == planned(store, "c1")
-    assert {s for it, s in done if it == 1} == {
-        "rollout",
-        "write_tests",
-        "execute",
-        "label",
-        "adapt",
-        "train_policy",
-        "train_reward",
-        "evaluate",
-    }
+    assert {s for it, s in done if it == 1} == set(CODING_ITERATION)
     rollouts = store.read_frame("c1", 1, "rollout", "rollouts")
     assert rollouts.height == 4 and set(rollouts["outcome"].to_list()) <= {1.0, -1.0}
     # Every program's score is its GT pass ratio and its outcome says whether it passed them all.
@@ -65,15 +56,7 @@ def test_one_gui_iteration(flow_env: FlowEnv) -> None:
     store = ArtifactStore(str(root))
     done = committed(store, "g1")
     assert set(done) == planned(store, "g1")
-    assert {s for it, s in done if it == 1} == {
-        "rollout",
-        "judge",
-        "label",
-        "adapt",
-        "train_policy",
-        "train_reward",
-        "evaluate",
-    }
+    assert {s for it, s in done if it == 1} == set(ITERATION)
     rollouts = store.read_frame("g1", 1, "rollout", "rollouts")
     judgments = store.read_frame("g1", 1, "judge", "judgments")
     assert rollouts.height > 0 and judgments.height == 2 * rollouts.height
