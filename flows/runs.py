@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rla_core.config import RunConfig, build_config, upgrade_stored_config
+from rla_core.config import RunConfig, build_config, speed_only, upgrade_stored_config
 from rla_core.errors import ConfigError, RunNotFoundError
 from rla_core.stage_inputs import Role, StageName
 from rla_core.store import ArtifactStore
@@ -81,14 +81,14 @@ def config_diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> l
 
 def check_config_change(run_id: str, old: dict[str, Any], new: RunConfig, *, reconfigure: bool) -> None:
     """Refuse config changes that would corrupt a run; require --reconfigure for the others."""
-    # Where metrics go and how many iterations to run change no artifact.
+    # Where metrics go, how many iterations to run and speed-only keys (where work runs) change no artifact.
     # The stored config is read through today's schema first, so fields added since (with their
     # defaults) do not count as changes.
     before = build_config(upgrade_stored_config(old)).model_dump(mode="json")
     changed = [
         k
         for k in config_diff(before, new.model_dump(mode="json"))
-        if k != "iterations" and not k.startswith("tracking.")
+        if k != "iterations" and not k.startswith("tracking.") and not speed_only(k)
     ]
     if not changed:
         return

@@ -184,7 +184,15 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "training.processes",
     "training.strategy",
     "training.worker_timeout_s",
+    # Where generating stages run (issue 27): shards are cut from the canonical episode/step order and
+    # every row is sampled from its own seeded stream, so the merged artifacts equal the local ones.
+    "cluster",
 )
+
+
+def speed_only(key: str) -> bool:
+    """Whether dotted config ``key`` is (or lies under) one of :data:`SPEED_ONLY_KEYS`."""
+    return any(key == k or key.startswith(f"{k}.") for k in SPEED_ONLY_KEYS)
 
 
 class ModelsConfig(_Section):
@@ -448,6 +456,42 @@ class EvalConfig(_Section):
     )
 
 
+class ClusterBackend(StrEnum):
+    """Where generating stages do their work: in the stage's process, or sharded over a Ray cluster."""
+
+    LOCAL = "local"
+    RAY = "ray"
+
+
+class ClusterConfig(_Section):
+    """Sharding generating stages over Ray (docs/cluster.md). Every key is speed-only (SPEED_ONLY_KEYS)."""
+
+    backend: ClusterBackend = Field(
+        ClusterBackend.LOCAL,
+        description="'local': each stage plays, judges and evaluates in its own process; 'ray': it splits its "
+        "work into 'workers' deterministic shards, one Ray actor each, and merges them in canonical order.",
+    )
+    address: str | None = Field(
+        None,
+        description="null: start an embedded Ray for this process (stopped at exit); 'auto' or 'ray://host:port' "
+        "or 'host:port': attach to a running cluster.",
+    )
+    workers: int = Field(2, ge=1, description="Shards (one Ray actor each) per generating stage.")
+    cpus_per_worker: float = Field(1.0, gt=0.0, description="Ray CPUs reserved by each shard's actor.")
+    gpus_per_worker: float = Field(0.0, ge=0.0, description="Ray GPUs reserved by each shard's actor.")
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="Custom Ray resources each actor needs, e.g. {'rla_worker': 1} on nodes started with "
+        "--resources '{\"rla_worker\": 1}' to place one shard per node.",
+    )
+    node_ip_address: str | None = Field(
+        None, description="Embedded Ray only: the node address to bind (e.g. 127.0.0.1); null lets Ray pick."
+    )
+    start_timeout_s: float = Field(
+        120.0, gt=0.0, description="Seconds to wait for the shard actors to start."
+    )
+
+
 class TrackingConfig(_Section):
     """MLflow tracking."""
 
@@ -474,6 +518,7 @@ class RunConfig(_Section):
     coding: CodingConfig = Field(default_factory=CodingConfig)
     gui: GuiConfig = Field(default_factory=GuiConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -709,7 +754,7 @@ def _reference_rows(model: type[BaseModel], values: dict[str, Any], prefix: str)
         key = f"{prefix}{name}"
         annotation = info.annotation
         description = (info.description or "").replace("|", "\\|").replace("<", "\\<")
-        if key in SPEED_ONLY_KEYS:
+        if speed_only(key):
             description += " *Speed only: not part of stage keys.*"
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             if description:

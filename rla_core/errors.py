@@ -64,3 +64,7 @@ class BrowserStartError(BrowserError):
 
 class ProcessError(RlaError):
     """A helper process (server, training worker) failed to start, died before it was ready, or failed."""
+
+
+class ClusterError(RlaError):
+    """A Ray cluster could not be reached, had too few resources, or lost a shard with its worker or node."""

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict
 from rla_core.config import (
     SPEED_ONLY_KEYS,
     AdaptationConfig,
+    ClusterConfig,
     EvalConfig,
     InvalidAction,
     JudgeConfig,
@@ -334,6 +335,7 @@ class _PlaysEpisodes(StageInputs):
 
 class RolloutInputs(_PlaysEpisodes):
     threads: int
+    cluster: ClusterConfig  # speed only: where the episodes are played
     rollout: RolloutConfig
     models: PolicyModels
     textgame: TextGameEnv | None
@@ -343,6 +345,7 @@ class RolloutInputs(_PlaysEpisodes):
 
 class EvaluateInputs(_PlaysEpisodes):
     threads: int
+    cluster: ClusterConfig
     evaluation: EvalConfig
     models: PolicyModels
     textgame: TextGameEval | None
@@ -357,6 +360,7 @@ class EvaluateInputs(_PlaysEpisodes):
 class JudgeInputs(StageInputs):
     setting: Setting
     threads: int
+    cluster: ClusterConfig
     judge: JudgeConfig
     models: GenerationModels
 
@@ -433,3 +437,11 @@ class RolloutRequest:
     invalid_action: InvalidAction = InvalidAction.FALLBACK
     env: EnvSection | None = None  # what the adapter opens; None for a caller that passes its own env
     workdir: Path | None = None
+    # A shard's episodes, (task_id, rollout_id) in canonical order (rla_core.cluster.shards); None: all.
+    episodes: tuple[tuple[str, int], ...] | None = None
+
+    def episode_keys(self) -> list[tuple[str, int]]:
+        """The episodes this request plays, in canonical order: task order, then rollout id."""
+        if self.episodes is not None:
+            return list(self.episodes)
+        return [(task.task_id, rollout_id) for task in self.tasks for rollout_id in range(self.n)]

@@ -32,6 +32,10 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+# Local desktops (rla_core/envs/desktop): X server, window manager, Debian python3 with PIL for screenshots.
+command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
+command -v jwm >/dev/null 2>&1 || need+=(jwm)
+/usr/bin/python3 -c "import PIL.ImageGrab" >/dev/null 2>&1 || need+=(python3-pil)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     apt-get update -q && apt-get install -y -q "${need[@]}"

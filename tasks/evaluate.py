@@ -36,7 +36,8 @@ def evaluate_checkpoint(
     """Play the held-out tasks with a policy checkpoint; artifact 'eval' (one row per episode).
 
     ``served_as``: the vLLM served name (a stage passes its input's content key + role)."""
-    from rla_core.models.generator import open_generator
+    from rla_core.cluster import play_episodes
+    from rla_core.models.generator import GeneratorSpec
 
     adapter = adapter_for(inputs.setting)
     request = RolloutRequest(
@@ -44,11 +45,10 @@ def evaluate_checkpoint(
         max_steps=inputs.evaluation.max_steps, sampling=inputs.evaluation.sampling, seed=seed,
         iteration=iteration, history_turns=inputs.models.history_turns, env=inputs.env(),
     )  # fmt: skip
-    generator = open_generator(policy_dir, models=inputs.models, role=Role.POLICY, name=served_as)
-    try:
-        frames = adapter.rollout(request, generator=generator)
-    finally:
-        generator.close()
+    generator = GeneratorSpec(
+        checkpoint=policy_dir, models=inputs.models, role=Role.POLICY, name=served_as, threads=inputs.threads
+    )
+    frames = play_episodes(request, setting=inputs.setting, generator=generator, cluster=inputs.cluster)
     return eval_rows(frames["rollouts"], iteration=iteration)
 
 

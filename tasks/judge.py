@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from rla_core.algo.metrics import judgment_metrics
-from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy, judge_steps
+from rla_core.cluster import judge_rollouts
+from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy
 from rla_core.settings import adapter_for
 from rla_core.stage_inputs import JudgeInputs, Role, StageName
 from tasks.stage import StageContext, StageRef, stage
@@ -15,11 +16,11 @@ def judge(ctx: StageContext[JudgeInputs], *, rollouts: StageRef, reward_model: S
     cfg = ctx.inputs
     adapter = adapter_for(cfg.setting)
     steps = ctx.read(rollouts, "rollouts")
-    with ctx.generator(reward_model, Role.REWARD, models=cfg.models, threads=cfg.threads) as generator:
-        judgments = judge_steps(
-            steps, generator=generator, m=cfg.judge.m, sampling=cfg.judge.sampling, seed=ctx.seed,
-            iteration=ctx.iteration, template=adapter.judge_template, strict=adapter.judge_strict,
-        )  # fmt: skip
+    judgments = judge_rollouts(
+        steps, generator=ctx.generator_spec(reward_model, Role.REWARD, models=cfg.models, threads=cfg.threads),
+        cluster=cfg.cluster, m=cfg.judge.m, sampling=cfg.judge.sampling, seed=ctx.seed, iteration=ctx.iteration,
+        template=adapter.judge_template, strict=adapter.judge_strict,
+    )  # fmt: skip
     ctx.writer.write_frame("judgments", judgments)
     metrics = judgment_metrics(judgments)
     for name, value in (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rla_core.algo.curriculum import tasks_to_play
 from rla_core.algo.metrics import rollout_metrics
 from rla_core.algo.registry import TaskRegistry
-from rla_core.settings import adapter_for
+from rla_core.cluster import play_episodes
 from rla_core.stage_inputs import Role, RolloutInputs, RolloutRequest, StageName
 from tasks.stage import StageContext, StageRef, stage
 
@@ -22,8 +22,8 @@ def rollout(ctx: StageContext[RolloutInputs], *, tasks: StageRef, policy: StageR
         seed=ctx.seed, iteration=ctx.iteration, history_turns=cfg.models.history_turns,
         invalid_action=cfg.rollout.invalid_action, env=cfg.env(), workdir=workdir,
     )  # fmt: skip
-    with ctx.generator(policy, Role.POLICY, models=cfg.models, threads=cfg.threads) as generator:
-        frames = adapter_for(cfg.setting).rollout(request, generator=generator)
+    generator = ctx.generator_spec(policy, Role.POLICY, models=cfg.models, threads=cfg.threads)
+    frames = play_episodes(request, setting=cfg.setting, generator=generator, cluster=cfg.cluster)
     for name, frame in frames.items():
         ctx.writer.write_frame(name, frame)
     if (workdir / "files").is_dir():  # e.g. GUI screenshots named by rollouts.observation_ref

@@ -54,7 +54,7 @@ from tasks.tracking import publish_iteration_summary
 if TYPE_CHECKING:
     from prefect.context import TaskRunContext
 
-    from rla_core.models.generator import Generator
+    from rla_core.models.generator import Generator, GeneratorSpec
     from rla_core.models.trainer import PlacementFields
 
 STAGE_SECONDS_KEY = "stage_compute_s"
@@ -118,6 +118,19 @@ class StageContext(Generic[InputsT]):
         """A local directory holding checkpoint ``role`` of an input stage (materialised once if remote)."""
         return local_checkpoint(self._run, ref, role)
 
+    def generator_spec(
+        self, ref: StageRef, role: Role, *, models: GenerationModels, threads: int
+    ) -> GeneratorSpec:
+        """How to open checkpoint ``role`` of an input stage, here or on a Ray shard: served under the
+        producing stage's content key and the role (vLLM), with the run's torch threads."""
+        from rla_core.models.generator import GeneratorSpec
+        from rla_core.models.serving import served_name
+
+        return GeneratorSpec(
+            checkpoint=self.checkpoint(ref, role), models=models, role=role,
+            name=served_name(ref.content_key, role), threads=threads,
+        )  # fmt: skip
+
     @contextlib.contextmanager
     def generator(
         self, ref: StageRef, role: Role, *, models: GenerationModels, threads: int
@@ -127,17 +140,8 @@ class StageContext(Generic[InputsT]):
         With the vLLM backend a server is started on exactly that checkpoint, served under the producing
         stage's content key and the role, and stopped when the block ends (also on errors).
         """
-        from rla_core.models.generator import open_generator
-        from rla_core.models.serving import served_name
-
-        _set_threads(threads)
-        gen = open_generator(
-            self.checkpoint(ref, role), models=models, role=role, name=served_name(ref.content_key, role)
-        )
-        try:
+        with self.generator_spec(ref, role, models=models, threads=threads).open() as gen:
             yield gen
-        finally:
-            gen.close()
 
     def task_specs(self, task_ids: list[str], tasks: StageRef) -> dict[str, dict[str, Any]]:
         """Specs of ``task_ids`` from the task registry written by stage ``tasks`` (in the given order)."""
@@ -173,12 +177,6 @@ def local_checkpoint(run: RunContext, ref: StageRef, name: str) -> Path:
     # Content-keyed: a copy another process published meanwhile is the same checkpoint, so it is kept.
     publish_dir(target, lambda tmp: store.get_dir(ref.run_id, ref.iteration, ref.stage, name, tmp))
     return target
-
-
-def _set_threads(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
 
 
 def file_digest(path: str | Path) -> str:
@@ -235,9 +233,10 @@ def train_checkpoint(
     ``placement``: ``training.device/dtype/processes/strategy`` — in-process or `accelerate launch`
     workers (issue 12); ``threads`` caps torch's CPU threads.
     """
+    from rla_core.models.generator import set_torch_threads
     from rla_core.models.trainer import Placement, rl_update
 
-    _set_threads(threads)
+    set_torch_threads(threads)
     out = ctx.scratch() / role
     stats = rl_update(
         ctx.checkpoint(base, role), rows, cfg=cfg, out_dir=out, seed=ctx.seed, lora=ctx.inputs.models.lora,

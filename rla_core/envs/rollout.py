@@ -104,7 +104,7 @@ def run_rollouts(
     ``generator.format_prompt`` (chat markup when ``models.serving.chat_template`` is on). Rows are
     ordered by task order, rollout_id, step. ``timings``, when given, accumulates generation vs. engine
     time. ``rollout_ids`` plays only those rollouts of each task (default ``range(n)``), e.g. to replay
-    one. ``request.invalid_action``: ``FALLBACK`` plays the spec's fallback action for an invalid answer;
+    one; ``request.episodes`` (a shard, :mod:`rla_core.cluster.shards`) plays only those episodes. ``request.invalid_action``: ``FALLBACK`` plays the spec's fallback action for an invalid answer;
     ``FAIL`` ends the episode there as a failure (the row's ``action`` is empty and the game is not
     stepped). ``env`` is the environment already opened for ``request.env``.
     """
@@ -119,10 +119,15 @@ def run_rollouts(
     live: list[_Live] = []
     finished: list[_Live] = []
     started = time.perf_counter()
-    for task in parsed_tasks:
-        for rollout_id in rollout_ids if rollout_ids is not None else range(n):
-            episode = env.open(task.spec, seed=derive_seed(seed, task.task_id, rollout_id))
-            live.append(_Live(task=task, rollout_id=rollout_id, episode=episode))
+    by_id = {task.task_id: task for task in parsed_tasks}
+    if rollout_ids is not None:
+        episodes = [(task.task_id, rollout_id) for task in parsed_tasks for rollout_id in rollout_ids]
+    else:
+        episodes = request.episode_keys()  # a shard's episodes (rla_core.cluster), else every one
+    for task_id, rollout_id in episodes:
+        task = by_id[task_id]
+        episode = env.open(task.spec, seed=derive_seed(seed, task.task_id, rollout_id))
+        live.append(_Live(task=task, rollout_id=rollout_id, episode=episode))
     timer.engine_s += time.perf_counter() - started
     try:
         with progress.track("", total=len(live), unit="episodes", rate="steps") as counter:

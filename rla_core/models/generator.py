@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -105,6 +106,39 @@ def resolve_backend(serving: ServingConfig) -> Backend:
     except ModelError:
         return Backend.TRANSFORMERS
     return Backend.VLLM if torch.cuda.is_available() else Backend.TRANSFORMERS
+
+
+def set_torch_threads(threads: int) -> None:
+    """torch's intra-op thread count: part of what a row computes on CPU (float reduction order)."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """Everything needed to open the same generator in any process: a stage's, or a Ray shard's.
+
+    ``checkpoint``: a local directory (on a cluster, a path every node sees); ``name``: the vLLM served
+    name (a stage passes :func:`~rla_core.models.serving.served_name`); ``threads``: torch threads,
+    set before the model loads (the run's ``threads``, part of the stage key).
+    """
+
+    checkpoint: Path
+    models: GenerationModels
+    role: str
+    name: str | None
+    threads: int
+
+    @contextmanager
+    def open(self) -> Iterator[Generator]:
+        """The generator, closed (its vLLM server stopped) when the block ends, also on errors."""
+        set_torch_threads(self.threads)
+        generator = open_generator(self.checkpoint, models=self.models, role=self.role, name=self.name)
+        try:
+            yield generator
+        finally:
+            generator.close()
 
 
 def checkpoint_name(model: str | Path, role: str) -> str:

@@ -259,7 +259,6 @@ class MiniWobEnv:
         if screenshot_dir is not None:
             screenshot_dir.mkdir(parents=True, exist_ok=True)
         self.solver_max_steps = solver_max_steps
-        self._opened = 0
 
     def __enter__(self) -> MiniWobEnv:
         return self
@@ -281,17 +280,17 @@ class MiniWobEnv:
         return (self.html_dir / "miniwob" / f"{task}.html").resolve().as_uri()
 
     def open(self, spec: dict[str, Any], *, seed: int) -> MiniWobEpisode:
-        """Start an episode; the instance is fixed by ``spec["seed"]`` (``seed`` is unused: pages are deterministic)."""
-        del seed
+        """Start an episode; the instance is fixed by ``spec["seed"]`` (pages are deterministic). ``seed``
+        (the rollout runner's per-episode seed) only names the episode's screenshots, so that their names do
+        not depend on which other episodes this environment opened (a Ray shard opens only its own)."""
         self.validate_spec(spec)
-        self._opened += 1
         return MiniWobEpisode(
             self.pool,
             spec,
             url=self.url(spec["task"]),
             episode_ms=self.episode_ms,
             screenshot_dir=self.screenshot_dir,
-            episode_id=f"{spec['task']}-{spec['seed']}-{self._opened}",
+            episode_id=f"{spec['task']}-{spec['seed']}-{seed:016x}",
         )
 
     def solve(self, spec: dict[str, Any]) -> tuple[list[str], bool, str | None]:

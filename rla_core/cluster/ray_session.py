@@ -1,0 +1,234 @@
+"""The Ray side of ``cluster.backend=ray``: one connection per process, one actor per shard.
+
+* **connect** — :func:`connect` attaches to ``cluster.address`` or, when it is null, starts an embedded
+  Ray for this process (CPUs, GPUs and custom resources for exactly ``cluster.workers`` actors, no
+  dashboard, no usage stats). The processes of an embedded Ray are recorded in a pidfile under
+  ``rla_core.procs``' runtime directory, so that if this process is SIGKILLed the next connect reaps
+  them; :func:`disconnect` (also at exit) shuts Ray down and removes the record.
+* **run** — :func:`run_shards` starts one actor per shard (``cluster.cpus_per_worker``,
+  ``gpus_per_worker``, ``resources``; no restarts, no retries), asks each where it runs, calls
+  ``fn(*payload)`` on it and returns the results in shard order. The first shard to fail ends the
+  stage: a Python error in a shard is re-raised as itself with a note naming the shard and its node;
+  a shard lost with its worker or node raises :class:`~rla_core.errors.ClusterError` naming both. The
+  actors are killed when the call returns or fails, so nothing of a stage outlives it.
+
+Shard bodies run in the actor's process: they import rla_core (never Prefect or MLflow), so a worker
+needs the project's environment, and the checkpoints and data files at the paths the driver sees.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rla_core.config import ClusterConfig
+from rla_core.errors import ClusterError
+from rla_core.procs import default_runtime_dir, owner_record, reap_stale, start_time, write_pidfile
+
+_KIND = "ray"
+_pidfile: Path | None = None
+_embedded_for: dict[str, Any] | None = None  # the ray.init arguments of this process's embedded Ray
+
+
+def runtime_dir() -> Path:
+    """Where the pidfiles of embedded Ray clusters live (one per owning process)."""
+    return default_runtime_dir("ray")
+
+
+def connect(cfg: ClusterConfig) -> None:
+    """Connect this process to Ray once: attach to ``cfg.address``, or start an embedded Ray."""
+    global _pidfile, _embedded_for
+    import ray
+
+    init = _embedded_init(cfg) if cfg.address is None else None
+    if ray.is_initialized():
+        if init is None or init == _embedded_for:
+            return
+        disconnect()  # an embedded Ray sized for other workers: start one that fits these
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no calls home, none are possible anyway
+    reap_stale(runtime_dir(), kind=_KIND)  # an embedded Ray of a SIGKILLed process
+    common: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    if cfg.address is not None:
+        try:
+            ray.init(address=cfg.address, **common)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ClusterError(
+                f"cannot attach to the Ray cluster at cluster.address={cfg.address!r}: {exc}; start it "
+                "(`ray start --head`), fix the address, or set cluster.address=null for an embedded Ray"
+            ) from None
+    else:
+        assert init is not None
+        ray.init(**init, include_dashboard=False, **common)
+        _embedded_for = init
+        _pidfile = _record_embedded()
+    atexit.register(disconnect)
+
+
+def _embedded_init(cfg: ClusterConfig) -> dict[str, Any]:
+    """An embedded Ray holds exactly ``cfg.workers`` actors at once (their CPUs, GPUs and resources)."""
+    init: dict[str, Any] = {
+        "num_cpus": max(1, math.ceil(cfg.cpus_per_worker * cfg.workers)),
+        "num_gpus": math.ceil(cfg.gpus_per_worker * cfg.workers),
+        "resources": {name: amount * cfg.workers for name, amount in cfg.resources.items()} or None,
+    }
+    if cfg.node_ip_address is not None:
+        init["_node_ip_address"] = cfg.node_ip_address
+    return init
+
+
+def disconnect() -> None:
+    """Shut this process's Ray connection down (an embedded Ray stops with it)."""
+    global _pidfile, _embedded_for
+    import ray
+
+    _embedded_for = None
+    if ray.is_initialized():
+        ray.shutdown()
+    if _pidfile is not None:
+        _pidfile.unlink(missing_ok=True)
+        _pidfile = None
+
+
+def _record_embedded() -> Path:
+    """Record the processes an embedded Ray started (and their descendants) for :func:`reap_stale`."""
+    import ray
+
+    node = ray._private.worker._global_node  # the embedded head's process table; no public API has it
+    assert node is not None, "called right after ray.init started an embedded Ray"
+    pids = [info.process.pid for infos in node.all_processes.values() for info in infos]
+    path = runtime_dir() / f"{_KIND}-{os.getpid()}-{node.session_name[-12:]}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_record(path, pids)
+    return path
+
+
+def _write_record(path: Path, pids: Sequence[int]) -> None:
+    everything = _with_descendants(pids)
+    write_pidfile(
+        path, owner_record([], pids=[[pid, start_time(pid)] for pid in everything], what="embedded ray")
+    )
+
+
+def _with_descendants(pids: Sequence[int]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    out, todo = [], list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in out:
+            continue
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+class _ShardWorker:
+    """A shard's process: torch threads set first, then whatever the shard body opens."""
+
+    def __init__(self, threads: int) -> None:
+        from rla_core.models.generator import set_torch_threads
+
+        os.environ["OMP_NUM_THREADS"] = str(threads)  # Ray sets 1 for its workers
+        set_torch_threads(threads)
+
+    def where(self) -> dict[str, Any]:
+        import ray
+
+        context = ray.get_runtime_context()
+        return {"node_id": context.get_node_id(), "ip": ray.util.get_node_ip_address(), "pid": os.getpid()}
+
+    def run(self, fn: Callable[..., Any], payload: tuple[Any, ...]) -> Any:
+        return fn(*payload)
+
+
+def run_shards(
+    cfg: ClusterConfig,
+    fn: Callable[..., Any],
+    payloads: Sequence[tuple[Any, ...]],
+    *,
+    threads: int,
+    what: str,
+) -> list[Any]:
+    """``fn(*payload)`` for every payload, each on its own actor; the results in payload order.
+
+    ``what`` names the work in errors (e.g. ``"rollout shard"``). Fails on the first shard that fails.
+    """
+    import ray
+    from ray.exceptions import GetTimeoutError, RayError, RayTaskError
+
+    connect(cfg)
+    options: dict[str, Any] = {
+        "num_cpus": cfg.cpus_per_worker,
+        "num_gpus": cfg.gpus_per_worker,
+        "max_restarts": 0,
+        "max_task_retries": 0,
+    }
+    if cfg.resources:
+        options["resources"] = dict(cfg.resources)
+    actor_class: Any = ray.remote(**options)(_ShardWorker)
+    total = len(payloads)
+    actors: list[Any] = [actor_class.remote(threads) for _ in payloads]
+    try:
+        try:
+            places = ray.get([a.where.remote() for a in actors], timeout=cfg.start_timeout_s)
+        except GetTimeoutError:
+            raise ClusterError(
+                f"{total} {what}s did not all start within cluster.start_timeout_s={cfg.start_timeout_s}: each "
+                f"needs {_needs(options)}; the cluster has {ray.cluster_resources()} "
+                f"({ray.available_resources()} free). Add nodes, or lower cluster.workers or the per-worker "
+                "resources"
+            ) from None
+        if _pidfile is not None:  # the embedded Ray now also has these workers
+            _write_record(_pidfile, [p["pid"] for p in places] + _recorded_pids(_pidfile))
+        futures = {
+            a.run.remote(fn, payload): i for i, (a, payload) in enumerate(zip(actors, payloads, strict=True))
+        }
+        results: dict[int, Any] = {}
+        pending = list(futures)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            index = futures[done[0]]
+            where = (
+                f"{what} {index + 1}/{total} on node {places[index]['ip']} ({places[index]['node_id'][:12]})"
+            )
+            try:
+                results[index] = ray.get(done[0])
+            except RayTaskError as exc:
+                cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+                cause.add_note(f"raised in {where}")
+                raise cause from None
+            except RayError as exc:
+                raise ClusterError(
+                    f"{where} was lost ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                    "nothing of this stage was committed: once the cluster is whole, `rla resume <run-id>` "
+                    "runs the stage again"
+                ) from None
+        return [results[i] for i in range(total)]
+    finally:
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
+
+
+def _needs(options: dict[str, Any]) -> str:
+    needs = {"CPU": options["num_cpus"], "GPU": options["num_gpus"], **options.get("resources", {})}
+    return ", ".join(f"{amount:g} {name}" for name, amount in needs.items() if amount)
+
+
+def _recorded_pids(path: Path) -> list[int]:
+    import json
+
+    try:
+        return [int(pid) for pid, _started in json.loads(path.read_text()).get("pids", [])]
+    except (OSError, ValueError):
+        return []
