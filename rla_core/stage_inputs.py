@@ -444,4 +444,6 @@ class RolloutRequest:
         """The episodes this request plays, in canonical order: task order, then rollout id."""
         if self.episodes is not None:
             return list(self.episodes)
-        return [(task.task_id, rollout_id) for task in self.tasks for rollout_id in range(self.n)]
+        # task[0] is the task id of a PlayTask, and of the plain (task_id, slot_id, pending, spec) tuples
+        # callers may pass for one.
+        return [(task[0], rollout_id) for task in self.tasks for rollout_id in range(self.n)]

@@ -85,6 +85,8 @@ def _candidates(value: Any) -> list[Any]:
         return [[*value, "--changed"], list(value[:-1]), [0.5, 0.6]]
     if value is None:
         return ["tiny:changed", 1]
+    if isinstance(value, dict):  # e.g. cluster.resources
+        return [{**value, "changed": 1.0}]
     raise AssertionError(f"no candidate values for {value!r}")
 
 
