@@ -67,7 +67,7 @@ def start_time(pid: int) -> str | None:
 
 
 def live_processes() -> list[dict[str, Any]]:
-    """Every live (non-zombie) process on the machine: pid, pgid and name (from /proc/<pid>/stat)."""
+    """Every live (non-zombie) process on the machine: pid, ppid, pgid and name (from /proc/<pid>/stat)."""
     out: list[dict[str, Any]] = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -79,7 +79,7 @@ def live_processes() -> list[dict[str, Any]]:
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
         if fields[0] != "Z":
-            out.append({"pid": int(entry.name), "pgid": int(fields[2]), "name": name})
+            out.append({"pid": int(entry.name), "ppid": int(fields[1]), "pgid": int(fields[2]), "name": name})
     return out
 
 

@@ -38,13 +38,12 @@ def play_episodes(
     """The setting's rollout frames for ``request`` (side files under ``request.workdir/files``)."""
     from rla_core.cluster.shards import episode_shards
 
-    if cluster.backend is ClusterBackend.LOCAL or setting is Setting.CODING:
+    sharded = cluster.backend is ClusterBackend.RAY and setting is not Setting.CODING
+    shards = episode_shards(request, cluster.workers) if sharded else []
+    if not shards:  # local, coding (not sharded yet), or nothing to play
         return _play_here(setting, request, generator, False)[0]
     from rla_core.cluster.ray_session import run_shards
 
-    shards = episode_shards(request, cluster.workers)
-    if not shards:  # nothing to play: the setting's own empty frames
-        return _play_here(setting, request, generator, False)[0]
     results = run_shards(
         cluster, _play_here, [(setting, shard, generator, True) for shard in shards], threads=generator.threads,
         what="rollout shard",

@@ -27,10 +27,18 @@ from typing import Any
 
 from rla_core.config import ClusterConfig
 from rla_core.errors import ClusterError
-from rla_core.procs import default_runtime_dir, owner_record, reap_stale, start_time, write_pidfile
+from rla_core.procs import (
+    default_runtime_dir,
+    live_processes,
+    owner_record,
+    reap_stale,
+    start_time,
+    write_pidfile,
+)
 
 _KIND = "ray"
 _pidfile: Path | None = None
+_recorded: list[int] = []  # the pids in _pidfile
 _embedded_for: dict[str, Any] | None = None  # the ray.init arguments of this process's embedded Ray
 
 
@@ -91,6 +99,7 @@ def disconnect() -> None:
     if _pidfile is not None:
         _pidfile.unlink(missing_ok=True)
         _pidfile = None
+        _recorded.clear()
 
 
 def _record_embedded() -> Path:
@@ -107,7 +116,9 @@ def _record_embedded() -> Path:
 
 
 def _write_record(path: Path, pids: Sequence[int]) -> None:
-    everything = _with_descendants(pids)
+    global _recorded
+    everything = _with_descendants([*_recorded, *pids])
+    _recorded = everything
     write_pidfile(
         path, owner_record([], pids=[[pid, start_time(pid)] for pid in everything], what="embedded ray")
     )
@@ -115,14 +126,8 @@ def _write_record(path: Path, pids: Sequence[int]) -> None:
 
 def _with_descendants(pids: Sequence[int]) -> list[int]:
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    for proc in live_processes():
+        children.setdefault(proc["ppid"], []).append(proc["pid"])
     out, todo = [], list(pids)
     while todo:
         pid = todo.pop()
@@ -190,7 +195,7 @@ def run_shards(
                 "resources"
             ) from None
         if _pidfile is not None:  # the embedded Ray now also has these workers
-            _write_record(_pidfile, [p["pid"] for p in places] + _recorded_pids(_pidfile))
+            _write_record(_pidfile, [p["pid"] for p in places])
         futures = {
             a.run.remote(fn, payload): i for i, (a, payload) in enumerate(zip(actors, payloads, strict=True))
         }
@@ -223,12 +228,3 @@ def run_shards(
 def _needs(options: dict[str, Any]) -> str:
     needs = {"CPU": options["num_cpus"], "GPU": options["num_gpus"], **options.get("resources", {})}
     return ", ".join(f"{amount:g} {name}" for name, amount in needs.items() if amount)
-
-
-def _recorded_pids(path: Path) -> list[int]:
-    import json
-
-    try:
-        return [int(pid) for pid, _started in json.loads(path.read_text()).get("pids", [])]
-    except (OSError, ValueError):
-        return []
