@@ -62,6 +62,13 @@ class TextGameEngine(StrEnum):
     ALFWORLD = "alfworld"
 
 
+class GuiEngine(StrEnum):
+    """Which engine plays the GUI setting's tasks: MiniWoB++ web pages, or OSWorld tasks on local desktops."""
+
+    MINIWOB = "miniwob"
+    OSWORLD = "osworld"
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
 
@@ -177,6 +184,10 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     # Content-addressed caches: where they live changes nothing they hold.
     "models.cache_dir",
     "textgame.game_cache_dir",
+    # OSWorld: how many desktops play at once (episodes are cut into waves, each played alone: the same rows),
+    # and where the downloaded task files live (a missing file makes a task unavailable, never different).
+    "gui.osworld.desktops",
+    "gui.osworld.cache_dir",
     # Where updates run (issue 12): same objective, row order and effective batch on every placement;
     # only float reduction order differs (2 CPU processes with one thread each match 1 bit for bit),
     # like tensor_parallel above. training.dtype is NOT here: bf16/fp16 autocast changes the numbers.
@@ -337,16 +348,51 @@ class TextGameConfig(_Section):
     game_cache_dir: str = Field(".cache/games", description="Compiled games, cached by spec hash.")
 
 
-class GuiConfig(_Section):
-    """GUI setting (MiniWoB++ in headless Chromium) task sets and browsers."""
+class OsworldConfig(_Section):
+    """OSWorld tasks on local desktops (``gui.engine: osworld``; docs/osworld.md)."""
 
-    tasks: str = Field("data/gui/train.jsonl", description="Seed training task specs (JSONL).")
-    eval_tasks: str = Field("data/gui/eval.jsonl", description="Held-out evaluation task specs.")
+    desktops: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="Local desktops in the pool (one per open episode); 0 sizes it to the machine.",
+    )
+    cache_dir: str = Field(
+        ".cache/osworld",
+        description="desktop_env's file cache (<cache_dir>/<task id>/…); fill it with "
+        "`python -m rla_core.envs.osworld.cache fill`.",
+    )
+    a11y_max_tokens: int = Field(
+        600,
+        ge=50,
+        description="Budget of the linearised accessibility tree in the observation (words and marks).",
+    )
+    max_clicks: int = Field(12, ge=0, description="Click candidates offered per step (tree order).")
+    step_pause_s: float = Field(
+        0.5, ge=0.0, le=30.0, description="Seconds DesktopEnv.step waits after an action before observing."
+    )
+
+
+class GuiConfig(_Section):
+    """GUI setting task sets: MiniWoB++ in headless Chromium (browsers), or OSWorld on local desktops."""
+
+    engine: GuiEngine = Field(
+        GuiEngine.MINIWOB,
+        description="miniwob: MiniWoB++ web tasks; osworld: OSWorld-format tasks on local desktops (docs/osworld.md).",
+    )
+    tasks: str = Field(
+        "data/gui/train.jsonl",
+        description="Seed training tasks: MiniWoB++ specs (JSONL); osworld: an OSWorld meta list (.json) or JSONL of examples.",
+    )
+    eval_tasks: str = Field("data/gui/eval.jsonl", description="Held-out evaluation tasks (same forms).")
     browsers: int = Field(
         0, ge=0, le=64, description="Browser instances in the pool; 0 sizes it to the machine."
     )
     call_timeout_s: float = Field(10.0, gt=0.0, le=600.0, description="Timeout of every browser call.")
     screenshots: bool = Field(True, description="Keep a PNG per training step (rollouts.observation_ref).")
+    osworld: OsworldConfig = Field(
+        default_factory=lambda: OsworldConfig(), description="Used when engine is osworld."
+    )
 
 
 class AdaptationConfig(_Section):
@@ -585,6 +631,7 @@ PRESETS: tuple[str, ...] = (
     "default",
     "coding",
     "gui",
+    "osworld",
     "alfworld",
     "bench",
     "bench-long",

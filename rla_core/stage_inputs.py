@@ -39,6 +39,7 @@ from rla_core.config import (
     AdaptationConfig,
     ClusterConfig,
     EvalConfig,
+    GuiEngine,
     InvalidAction,
     JudgeConfig,
     LoraConfig,
@@ -112,6 +113,8 @@ class StageInputs(Slice):
 
 
 _SETTING_FIELDS = {s.value for s in Setting}
+# Sections named after an engine, by the ``engine`` value beside them that fills them (``gui.osworld``).
+_ENGINE_SECTIONS = {GuiEngine.OSWORLD.value: GuiEngine.OSWORLD.value}
 
 
 def _project(data: dict[str, Any], model: type[BaseModel], setting: Setting) -> dict[str, Any]:
@@ -120,6 +123,9 @@ def _project(data: dict[str, Any], model: type[BaseModel], setting: Setting) -> 
     for name, info in model.model_fields.items():
         if name in _SETTING_FIELDS and name != setting.value:
             out[name] = None
+            continue
+        if name in _ENGINE_SECTIONS and data.get("engine") != _ENGINE_SECTIONS[name]:
+            out[name] = None  # an engine's own section, filled for that engine only (as settings above)
             continue
         sub = _slice_type(info.annotation)
         out[name] = _project(data[name], sub, setting) if sub is not None else data[name]
@@ -230,11 +236,28 @@ class CodingRewrite(Slice):
     env_time_limit_s: float
 
 
-class GuiEnv(Slice):
-    """What opening a browser pool reads."""
+class OsworldCache(Slice):
+    """Where OSWorld task files are cached (whether a task is available)."""
 
+    cache_dir: str
+
+
+class OsworldEnv(OsworldCache):
+    """What opening OSWorld desktops and reading their observations reads."""
+
+    desktops: int
+    a11y_max_tokens: int
+    max_clicks: int
+    step_pause_s: float
+
+
+class GuiEnv(Slice):
+    """What opening the engine reads: a browser pool (miniwob) or a desktop pool (osworld)."""
+
+    engine: GuiEngine
     browsers: int
     call_timeout_s: float
+    osworld: OsworldEnv | None  # filled when engine is osworld
 
 
 class GuiRollout(GuiEnv):
@@ -242,7 +265,9 @@ class GuiRollout(GuiEnv):
 
 
 class GuiTasks(Slice):
+    engine: GuiEngine
     tasks: str
+    osworld: OsworldCache | None
 
 
 class GuiWarmStart(GuiEnv):
@@ -374,6 +399,7 @@ class WriteTestsInputs(StageInputs):
 
 class ExecuteInputs(StageInputs):
     setting: Setting
+    cluster: ClusterConfig  # speed only: where the sandboxed executions run
     coding: CodingSandbox | None
 
 
@@ -439,6 +465,8 @@ class RolloutRequest:
     workdir: Path | None = None
     # A shard's episodes, (task_id, rollout_id) in canonical order (rla_core.cluster.shards); None: all.
     episodes: tuple[tuple[str, int], ...] | None = None
+    # Where a coding rollout's sandboxed GT executions run (speed only); None: in this process.
+    cluster: ClusterConfig | None = None
 
     def episode_keys(self) -> list[tuple[str, int]]:
         """The episodes this request plays, in canonical order: task order, then rollout id."""

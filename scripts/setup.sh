@@ -32,10 +32,6 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
-# Local desktops (rla_core/envs/desktop): X server, window manager, Debian python3 with PIL for screenshots.
-command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
-command -v jwm >/dev/null 2>&1 || need+=(jwm)
-/usr/bin/python3 -c "import PIL.ImageGrab" >/dev/null 2>&1 || need+=(python3-pil)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     apt-get update -q && apt-get install -y -q "${need[@]}"
@@ -43,3 +39,59 @@ if [ "${#need[@]}" -gt 0 ]; then
     echo "install Debian's ${need[*]} (sudo apt-get install ${need[*]})" >&2
   fi
 fi
+# Local desktops for OSWorld (rla_core/envs/desktop, docs/osworld.md), ~60 MB without recommends:
+#   xvfb jwm                       X server and window manager;
+#   dbus-x11 at-spi2-core          session bus and the accessibility bus (AT-SPI);
+#   python3-pil python3-pyatspi python3-xlib python3-tk
+#                                  the in-desktop server's screenshots and accessibility tree, and what
+#                                  pyautogui needs under Debian's python3 (tkinter for pymsgbox);
+#   scrot                          pyscreeze (pyautogui.screenshot) grabs the X11 screen through it;
+#   xdotool wmctrl xdg-utils       cursor position, window activate/close, opening files;
+#   gnome-terminal libglib2.0-bin gsettings-desktop-schemas
+#                                  the terminal OSWorld's /terminal reads, gsettings and its GNOME keys;
+#   socat                          OSWorld's Chrome tasks expose the browser's debugging port 1337 as 9222
+#                                  with it (`google-chrome` in a desktop is the chromium installed above).
+# RLA_DESKTOP_APPS=1 adds the large applications of OSWorld's domains (~1 GB): libreoffice gimp vlc thunderbird.
+desk=()
+command -v Xvfb >/dev/null 2>&1 || desk+=(xvfb)
+command -v jwm >/dev/null 2>&1 || desk+=(jwm)
+command -v bwrap >/dev/null 2>&1 || desk+=(bubblewrap)
+command -v dbus-launch >/dev/null 2>&1 || desk+=(dbus-x11)
+[ -x /usr/libexec/at-spi-bus-launcher ] || desk+=(at-spi2-core)
+/usr/bin/python3 -c "import PIL.ImageGrab" >/dev/null 2>&1 || desk+=(python3-pil)
+/usr/bin/python3 -c "import pyatspi" >/dev/null 2>&1 || desk+=(python3-pyatspi)
+/usr/bin/python3 -c "import Xlib" >/dev/null 2>&1 || desk+=(python3-xlib)
+/usr/bin/python3 -c "import tkinter" >/dev/null 2>&1 || desk+=(python3-tk)
+command -v scrot >/dev/null 2>&1 || desk+=(scrot)
+command -v xdotool >/dev/null 2>&1 || desk+=(xdotool)
+command -v wmctrl >/dev/null 2>&1 || desk+=(wmctrl)
+command -v xdg-open >/dev/null 2>&1 || desk+=(xdg-utils)
+command -v gnome-terminal >/dev/null 2>&1 || desk+=(gnome-terminal)
+command -v gsettings >/dev/null 2>&1 || desk+=(libglib2.0-bin)
+[ -f /usr/share/glib-2.0/schemas/org.gnome.desktop.screensaver.gschema.xml ] || desk+=(gsettings-desktop-schemas)
+command -v socat >/dev/null 2>&1 || desk+=(socat)
+if [ "${RLA_DESKTOP_APPS:-0}" = "1" ]; then
+  for app in libreoffice gimp vlc thunderbird; do command -v "$app" >/dev/null 2>&1 || desk+=("$app"); done
+fi
+if [ "${#desk[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = "0" ]; then
+    apt-get update -q && apt-get install -y -q --no-install-recommends "${desk[@]}"
+  else
+    echo "install Debian's ${desk[*]} (sudo apt-get install --no-install-recommends ${desk[*]})" >&2
+  fi
+fi
+# Desktops run as this unprivileged user in their bubblewrap sandboxes (uid 1000 `user` inside).
+if [ "$(id -u)" = "0" ] && ! id rla-desktop >/dev/null 2>&1; then
+  useradd --system --no-create-home --shell /usr/sbin/nologin rla-desktop
+fi
+# OSWorld's desktop_env from PyPI WITHOUT its dependencies (they pin torch 2.5 / CUDA builds, transformers
+# 4.35, numpy<2 ...); extra "osworld" has what its evaluator modules import and installs here with no CUDA
+# wheels. easyocr (needs CUDA torch + torchvision) stays out: rla_core.envs.desktop.provider puts a
+# placeholder in its place that raises, naming it, when an evaluator uses it.
+"$venv/bin/python" -m pip install -q -e ".[osworld]"
+"$venv/bin/python" -m pip install -q --no-deps "desktop-env==1.0.2"
+# pyautogui and its pure-Python helpers for the desktops' python (Debian's /usr/bin/python3, which has
+# python3-pil/pyatspi/xlib/tk): a --target folder that each sandbox mounts read-only (PYTHONPATH).
+"$venv/bin/python" -m pip install -q --no-deps --target "$venv/desktop-site" --upgrade \
+  "pyautogui==0.9.54" "pyscreeze==1.0.1" "pymsgbox==2.0.1" "pytweening==1.2.0" "pygetwindow==0.0.9" \
+  "pyrect==0.2.0" "mouseinfo==0.1.3" "pyperclip==1.11.0"

@@ -1,4 +1,7 @@
-"""The GUI setting: MiniWoB++ web tasks in headless Chromium, the laptop stand-in for OSWorld (spec §1.3, §3.3).
+"""The GUI setting: MiniWoB++ web tasks in headless Chromium, or OSWorld tasks on local desktops (spec §1.3, §3.3).
+
+``gui.engine`` picks the engine; every method of :class:`GuiSetting` hands an ``osworld`` run to
+:class:`rla_core.settings.osworld.OsworldSetting` (same loop, stages and artifacts).
 
 Episodes reuse the text-game runner and judge: the observation is a compact list of the page's
 interactive elements and the admissible actions are concrete clicks and typings built from the DOM.
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from rla_core.algo.curriculum import PlayTask
-from rla_core.config import Setting
+from rla_core.config import GuiEngine, Setting
 from rla_core.settings import ProposalRequest, WarmStartData, resolve_data_path
 from rla_core.settings.textgame import TextGameSetting
 from rla_core.stage_inputs import (
@@ -34,6 +37,7 @@ from rla_core.stage_inputs import (
 if TYPE_CHECKING:
     from rla_core.envs.miniwob.env import MiniWobEnv
     from rla_core.models.generator import Generator
+    from rla_core.settings.osworld import OsworldSetting
 
 
 SCREENSHOTS = Path("files") / "screenshots"
@@ -68,10 +72,14 @@ class GuiSetting:
         return load_specs(resolve_data_path(path), known_tasks=available_tasks(default_html_dir()))
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
+        if need(inputs.gui, Setting.GUI).engine is GuiEngine.OSWORLD:
+            return _osworld().seed_tasks(inputs)
         path = need(inputs.gui, Setting.GUI).tasks
         return [(slot_id(spec), self.env_name, spec) for spec in self._specs(path)]
 
     def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]:
+        if need(inputs.gui, Setting.GUI).engine is GuiEngine.OSWORLD:
+            return _osworld().eval_tasks(inputs, path)
         specs = self._specs(path or need(inputs.gui, Setting.GUI).eval_tasks)
         return [PlayTask(slot_id(s), slot_id(s), False, s) for s in specs]
 
@@ -79,6 +87,8 @@ class GuiSetting:
         from rla_core.envs.demos import corpus_texts, judge_demos, policy_warm_start_rows
 
         section = need(inputs.gui, Setting.GUI)
+        if section.engine is GuiEngine.OSWORLD:
+            return _osworld().warm_start(inputs, seed=seed)
         specs = self._specs(section.tasks)
         with self.env(section) as env:
             turns = inputs.models.history_turns  # demos show the history the rollouts will show
@@ -96,6 +106,8 @@ class GuiSetting:
         from rla_core.envs.rollout import run_rollouts
 
         section = expect_section(request.env, GuiEnv)
+        if section.engine is GuiEngine.OSWORLD:
+            return _osworld().rollout(request, generator=generator)
         keep = isinstance(section, GuiRollout) and section.screenshots  # evaluation keeps no screenshots
         workdir = request.workdir
         shots = workdir / SCREENSHOTS if workdir is not None and keep else None
@@ -114,6 +126,8 @@ class GuiSetting:
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
+        if need(inputs.gui, Setting.GUI).engine is GuiEngine.OSWORLD:
+            return _osworld().propose(inputs, job, env_model=env_model)
         from rla_core.envs.feedback import critic_feedback
         from rla_core.envs.miniwob.rewriter import GuiRewriter, rewrite_gui_tasks
         from rla_core.envs.rewriter import RewriteRequest
@@ -127,3 +141,9 @@ class GuiSetting:
                 requests, rewriter=GuiRewriter(), env=env, known_tasks=env.known_tasks,
                 k=inputs.adaptation.candidates, iteration=job.iteration, seed=job.seed,
             )  # fmt: skip
+
+
+def _osworld() -> OsworldSetting:
+    from rla_core.settings.osworld import OsworldSetting
+
+    return OsworldSetting()

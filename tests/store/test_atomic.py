@@ -159,6 +159,12 @@ def test_importing_the_helper_stays_light() -> None:
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("rla_core", "tasks", "flows")
 HELPER = ROOT / "rla_core" / "store" / "atomic.py"
+# Renames that publish no file or directory, each with why it cannot use the helper.
+NOT_PUBLISHING = {
+    # The in-desktop server binds its UNIX socket under a temporary name and renames it once it listens
+    # (readiness without a connect-retry loop); it runs under Debian's python3, which has no rla_core.
+    ROOT / "rla_core" / "envs" / "desktop" / "server.py": 1,
+}
 _MODULE_RENAMES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")}
 
 
@@ -242,7 +248,9 @@ def test_the_atomic_helper_is_the_only_place_that_renames_into_place() -> None:
         for path in sorted((ROOT / package).rglob("*.py")):
             if path == HELPER:
                 continue
-            for line in renames_into_place(path.read_text(encoding="utf-8")):
-                found.append(f"{path.relative_to(ROOT)}:{line}")
+            lines = renames_into_place(path.read_text(encoding="utf-8"))
+            if len(lines) == NOT_PUBLISHING.get(path):
+                continue
+            found.extend(f"{path.relative_to(ROOT)}:{line}" for line in lines)
     assert found == [], f"use rla_core.store.publish_file / publish_dir instead of renaming at {found}"
     assert renames_into_place(HELPER.read_text(encoding="utf-8"))  # the scan does see the helper's own

@@ -1,97 +1,380 @@
-"""One local desktop: Xvfb + jwm + our protocol server, one process group (:mod:`rla_core.procs`).
+"""One isolated local desktop: Xvfb + D-Bus + AT-SPI + jwm + our protocol server, in a bubblewrap sandbox.
 
-Start, readiness (the server answers ``/platform``), stop (kill the group) and reaping after SIGKILL of
-the owner are :class:`rla_core.procs.ProcessGroup`'s. Not yet done (issue 28): bubblewrap sandbox, own
-network namespace, private home from a template, the pool and the ``desktop_env`` provider.
+Why a sandbox and not a VM: OSWorld's tasks need an X desktop, a session bus and an HTTP server speaking its
+protocol — not a kernel of their own. Each desktop therefore runs as
+
+* an **unprivileged host user** (``rla-desktop``, created by ``scripts/setup.sh``; when not run as root, the
+  current user), seen inside as ``user`` (uid 1000) with home ``/home/user``;
+* in its own **bubblewrap** sandbox: user, pid, mount, IPC, UTS and **network** namespaces (only its own
+  loopback: no route to the host, the internet, or another desktop), a private ``/tmp`` (hence a private
+  X socket, display ``:0``), a private ``/run/user/1000`` (session bus ``/run/user/1000/bus``), the host's
+  ``/usr`` and ``/etc`` read-only, and a home that is a fresh copy of a template;
+* reachable from the host only through UNIX sockets in its channel directory, offered on the host's loopback
+  by :class:`~rla_core.envs.desktop.channel.Forward` threads: the protocol server, and the in-sandbox ports
+  9222 (browser debugging) and 8080 (VLC) — :attr:`Desktop.address` is ``desktop_env``'s
+  ``ip:server:chromium:vnc:vlc`` form (no VNC: 0).
+
+``google-chrome`` inside is a wrapper around Debian's Chromium (:data:`CHROME_WRAPPER`: OSWorld's profile path,
+offline flags, ``--no-sandbox`` — the desktop is the sandbox — and debugging port 9222 unless one is given).
+``sudo`` inside is a stub that fails with a message: tasks that need root (installing packages, systemd) are
+unavailable, never run. Lifecycle is :class:`rla_core.procs.ProcessGroup`'s (pidfile, kill the group, reap
+after SIGKILL of the owner); every process of a desktop lives in its pid namespace, so killing the group's
+namespace init ends them all, including those that left the process group.
+
+**Reset** (:meth:`Desktop.reset`) kills the desktop, replaces its home with a fresh copy of the template and
+starts it again; the host ports stay the same. Template settings that match the OSWorld Ubuntu image where
+tasks depend on them (GSettings through GLib's keyfile backend, ``~/.config/glib-2.0/settings/keyfile``):
+``org.gnome.desktop.screensaver lock-enabled=false`` (Debian's default ``true`` would make the auto-lock task
+``a4d98375`` score 1 with no actions) and ``org.gnome.desktop.interface toolkit-accessibility=true``; the
+XDG folders ``Desktop Documents Downloads Music Pictures Videos`` exist.
 
 Example:
-    >>> with Desktop.start(runtime_dir=Path("/tmp/rla-desk")) as d:  # doctest: +SKIP
+    >>> with Desktop.start() as d:  # doctest: +SKIP
     ...     d.url
     'http://127.0.0.1:...'
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
+import pwd
 import shutil
-import socket
+import sys
+import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 from rla_core import procs
+from rla_core.envs.desktop.channel import Forward
 from rla_core.errors import ProcessError
+from rla_core.store.atomic import publish_dir
 
 PIDFILE_KIND = "desktop"
 SERVER = Path(__file__).with_name("server.py")
-DESKTOP_PYTHON = "/usr/bin/python3"  # Debian's: python3-pil (and later python3-pyatspi) are its packages
-NEEDED = ("Xvfb", "jwm", DESKTOP_PYTHON)
-# Xvfb first, then the window manager, then the server (it replaces the shell, so it leads the group).
+DESKTOP_PYTHON = "/usr/bin/python3"  # Debian's: python3-pil, python3-pyatspi, python3-xlib are its packages
+NEEDED = ("Xvfb", "jwm", "bwrap", "dbus-daemon", "wmctrl", DESKTOP_PYTHON)
+HOST_USER = "rla-desktop"
+UID = 1000  # the user inside, like the OSWorld image's `user`
+FORWARDED_PORTS = (9222, 8080)  # browser debugging, VLC HTTP: forwarded into the namespace
+# pyautogui & co. for the desktop's python (not in Debian): `pip install --target` by scripts/setup.sh.
+DESKTOP_SITE = Path(os.environ.get("RLA_DESKTOP_SITE", str(Path(sys.prefix) / "desktop-site")))
+DEFAULT_STATE_ROOT = Path(os.environ.get("RLA_DESKTOP_STATE", "/tmp/rlanything-desktops"))
+TEMPLATE_SETTINGS = """\
+[org/gnome/desktop/screensaver]
+lock-enabled=false
+
+[org/gnome/desktop/interface]
+toolkit-accessibility=true
+"""
+XDG_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
+# The template's folder name carries a digest of its content: a changed template is a new folder.
+TEMPLATE_NAME = (
+    "template-home-" + hashlib.sha256((TEMPLATE_SETTINGS + " ".join(XDG_DIRS)).encode()).hexdigest()[:10]
+)
+SUDO_STUB = """#!/bin/sh
+echo "sudo: not available in an rlanything local desktop (no root inside the sandbox); tasks that need root are unavailable" >&2
+exit 1
+"""
+# OSWorld's Chrome tasks run `google-chrome` (and `socat` to expose its debugging port as 9222); here it is
+# Debian's Chromium behind this wrapper (in /opt/rla/bin, first on the sandbox's PATH). Its profile is where
+# desktop_env's Chrome getters read it (~/.config/google-chrome/Default/{Preferences,Bookmarks,...}).
+# --no-sandbox: Chromium's own sandbox (setuid helper or nested user namespaces) is not available inside
+# bubblewrap; the whole desktop already runs unprivileged in its own user/pid/mount/net namespaces with a
+# read-only root, so a renderer escaping Chromium's sandbox reaches only this desktop (which has no network
+# and is thrown away on reset). Offline flags: no background networking, component updates, sync, first-run
+# or default-browser prompts; --force-renderer-accessibility puts page content in the AT-SPI tree, as on the
+# OSWorld image; --test-type drops the "unsupported command-line flag: --no-sandbox" info bar (it would sit in
+# every observation). Without --remote-debugging-port, the port is 9222 (forwarded to the host). The server
+# reports Chromium's AT-SPI application as "Google Chrome" (server.APP_NAMES).
+CHROME = "/usr/bin/chromium"
+CHROME_WRAPPER = """#!/bin/sh
+# google-chrome in an rlanything local desktop: Debian's Chromium (rla_core/envs/desktop/desktop.py)
+port=--remote-debugging-port=9222
+for arg in "$@"; do
+  case "$arg" in --remote-debugging-port=*) port= ;; esac
+done
+exec /usr/bin/chromium --no-sandbox --user-data-dir="$HOME/.config/google-chrome" \\
+  --disable-background-networking --disable-component-update --disable-sync --no-first-run \\
+  --no-default-browser-check --password-store=basic --disable-gpu --force-renderer-accessibility --test-type \\
+  $port "$@"
+"""
+# Commands the sandbox provides that the host need not have under that name (for availability checks).
+SANDBOX_COMMANDS = {"google-chrome": CHROME}
+# Inside the sandbox: X server, session bus, window manager, then the server (it replaces the shell).
 _LAUNCH = (
-    'Xvfb ":$1" -screen 0 "$2" -nolisten tcp & '
-    'while [ ! -S "/tmp/.X11-unix/X$1" ]; do sleep 0.05; done; '
-    'export DISPLAY=":$1"; jwm & exec "$3" "$4" --port "$5"'
+    'geometry="$1"; shift; Xvfb :0 -screen 0 "$geometry" -nolisten tcp >/tmp/xvfb.log 2>&1 & '
+    "while [ ! -S /tmp/.X11-unix/X0 ]; do sleep 0.02; done; "
+    'dbus-daemon --session --address="$DBUS_SESSION_BUS_ADDRESS" --nofork --nopidfile >/dev/null 2>&1 & '
+    "while [ ! -S /run/user/1000/bus ]; do sleep 0.02; done; "
+    "jwm >/dev/null 2>&1 & "
+    'exec /usr/bin/python3 /opt/rla/server/server.py --socket /run/rla/server.sock "$@"'
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _host_ids() -> tuple[int, int]:
+    """(uid, gid) the sandbox runs as on the host: ``rla-desktop`` when we are root, else ourselves."""
+    if os.getuid() != 0:
+        return os.getuid(), os.getgid()
+    try:
+        entry = pwd.getpwnam(HOST_USER)
+    except KeyError as exc:
+        raise ProcessError(
+            f"desktops run as the unprivileged user {HOST_USER!r}, which does not exist; create it with "
+            f"`useradd --system --no-create-home --shell /usr/sbin/nologin {HOST_USER}` (scripts/setup.sh does)"
+        ) from exc
+    return entry.pw_uid, entry.pw_gid
 
 
-def _free_display(first: int = 50) -> int:
-    for n in range(first, first + 200):
-        if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists():
-            return n
-    raise ProcessError("no free X display number between :50 and :249")
+def _check_traversable(root: Path, uid: int, gid: int) -> None:
+    """bwrap runs as the sandbox user and must reach the state directory: every ancestor needs ``x`` for it."""
+    for d in [root.resolve(), *root.resolve().parents]:
+        st = d.stat()
+        bit = 0o100 if st.st_uid == uid else 0o010 if st.st_gid == gid else 0o001
+        if not st.st_mode & bit:
+            raise ProcessError(
+                f"the desktop state directory {root} is not reachable by the sandbox user (uid {uid}): "
+                f"{d} has mode {oct(st.st_mode & 0o777)}; pick a state_root under /tmp (the default is "
+                f"{DEFAULT_STATE_ROOT}) or `chmod o+x {d}`"
+            )
+
+
+def _chown_tree(path: Path, uid: int, gid: int) -> None:
+    if os.getuid() != 0:
+        return
+    os.chown(path, uid, gid)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, gid)
+
+
+def make_template(directory: Path) -> Path:
+    """Write the home template (idempotent): XDG folders and the OSWorld-matching GSettings keyfile."""
+
+    def write(tmp: Path) -> None:
+        for name in XDG_DIRS:
+            (tmp / name).mkdir(parents=True)
+        settings = tmp / ".config" / "glib-2.0" / "settings"
+        settings.mkdir(parents=True)
+        (settings / "keyfile").write_text(TEMPLATE_SETTINGS)
+        (tmp / ".rla-template").write_text("home template of rlanything local desktops\n")
+
+    if not (directory / ".rla-template").exists():  # another desktop may publish it first: then theirs stays
+        publish_dir(directory, write, marker=".rla-template")
+    return directory
+
+
+def reap_state(state_root: Path) -> list[Path]:
+    """Remove the state directories (home, channel) of desktops whose owner process is gone."""
+    removed: list[Path] = []
+    if not state_root.is_dir():
+        return removed
+    for d in state_root.glob("desk-*"):
+        try:
+            owner = json.loads((d / "owner.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if procs.start_time(int(owner["pid"])) != owner["start"]:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+def reap_stale_desktops(runtime_dir: Path, state_root: Path = DEFAULT_STATE_ROOT) -> None:
+    """Kill the desktops of dead owners (their process groups) and remove their state directories."""
+    procs.reap_stale(runtime_dir, kind=PIDFILE_KIND)
+    reap_state(state_root)
+
+
+def pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def namespace_members(ns: str) -> list[int]:
+    """Live processes in pid namespace ``ns`` (``pid:[inode]``)."""
+    return [p["pid"] for p in procs.live_processes() if pid_namespace(p["pid"]) == ns]
 
 
 class Desktop:
-    """A running desktop and the URL of its server."""
+    """A running sandboxed desktop, its state directory and its host-side channel."""
 
-    def __init__(self, group: procs.ProcessGroup, *, display: int, port: int) -> None:
-        self.group = group
-        self.display = display
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+    def __init__(self, *, state: Path, runtime_dir: Path, screen: tuple[int, int], timeout_s: float) -> None:
+        self.state = state
+        self.home = state / "home"
+        self.channel = state / "chan"
+        self.runtime_dir = runtime_dir
+        self.screen = screen
+        self.timeout_s = timeout_s
+        self.group: procs.ProcessGroup | None = None
+        self.pidns: str | None = None
+        self.server = Forward(self.channel / "server.sock")
+        self.ports = {p: Forward(self.channel / f"port-{p}.sock") for p in FORWARDED_PORTS}
+        self.url = f"http://127.0.0.1:{self.server.port}"
+
+    @property
+    def address(self) -> str:
+        """``desktop_env``'s ``ip:server_port:chromium_port:vnc_port:vlc_port`` (no VNC: 0)."""
+        return f"127.0.0.1:{self.server.port}:{self.ports[9222].port}:0:{self.ports[8080].port}"
 
     @classmethod
     def start(
-        cls, *, runtime_dir: Path | None = None, screen: str = "1280x720x24", timeout_s: float = 60.0
+        cls,
+        *,
+        runtime_dir: Path | None = None,
+        state_root: Path | None = None,
+        screen: tuple[int, int] = (1280, 720),
+        timeout_s: float = 60.0,
     ) -> Desktop:
         """Start a desktop and wait until its server answers; :class:`ProcessError` naming what is missing."""
         missing = [n for n in NEEDED if shutil.which(n) is None]
         if missing:
-            raise ProcessError(f"desktop needs {missing} (Debian: apt-get install xvfb jwm python3-pil)")
+            raise ProcessError(
+                f"desktop needs {missing}; install the Debian packages listed in scripts/setup.sh "
+                "(xvfb jwm bubblewrap dbus-x11 at-spi2-core python3-pyatspi python3-pil wmctrl ...)"
+            )
+        uid, gid = _host_ids()
         runtime = runtime_dir if runtime_dir is not None else procs.default_runtime_dir("desktop")
-        display, port = _free_display(), _free_port()
-        argv = [
-            "/bin/sh",
-            "-c",
-            _LAUNCH,
-            "desktop",
-            str(display),
-            screen,
-            DESKTOP_PYTHON,
-            str(SERVER),
-            str(port),
-        ]
-        group = procs.ProcessGroup.start(
-            argv, kind=PIDFILE_KIND, runtime_dir=runtime, what=f"desktop :{display}"
+        root = state_root if state_root is not None else DEFAULT_STATE_ROOT
+        root.mkdir(parents=True, exist_ok=True)
+        root.chmod(0o711)  # the sandbox user must traverse it to bind its own (0700) directory
+        _check_traversable(root, uid, gid)
+        reap_stale_desktops(runtime, root)
+        state = root / f"desk-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        state.mkdir(mode=0o700)
+        (state / "owner.json").write_text(
+            json.dumps({"pid": os.getpid(), "start": procs.start_time(os.getpid())})
         )
-        desktop = cls(group, display=display, port=port)
-        group.wait_ready(desktop._answers, timeout_s=timeout_s, interval_s=0.1)
+        (state / "chan").mkdir()
+        (state / "bin").mkdir()
+        (state / "bin" / "sudo").write_text(SUDO_STUB)
+        (state / "bin" / "sudo").chmod(0o755)
+        (state / "bin" / "google-chrome").write_text(CHROME_WRAPPER)
+        (state / "bin" / "google-chrome").chmod(0o755)
+        (state / "passwd").write_text(
+            f"root:x:0:0:root:/root:/bin/sh\nuser:x:{UID}:{UID}:user:/home/user:/bin/bash\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        )
+        (state / "group").write_text(f"root:x:0:\nuser:x:{UID}:\nnogroup:x:65534:\n")
+        template = make_template(root / TEMPLATE_NAME)
+        shutil.copytree(template, state / "home", symlinks=True)
+        _chown_tree(state, uid, gid)
+        desktop = cls(state=state, runtime_dir=runtime, screen=screen, timeout_s=timeout_s)
+        try:
+            desktop._launch()
+        except BaseException:
+            desktop.stop()
+            raise
         return desktop
 
+    def _argv(self) -> list[str]:
+        width, height = self.screen
+        env = {
+            "HOME": "/home/user",
+            "USER": "user",
+            "LOGNAME": "user",
+            "SHELL": "/bin/bash",
+            "PATH": "/opt/rla/bin:/usr/local/bin:/usr/bin:/bin",
+            "DISPLAY": ":0",
+            "XDG_RUNTIME_DIR": f"/run/user/{UID}",
+            "XDG_SESSION_TYPE": "x11",  # pyscreeze grabs the screen with scrot only on X11
+            "DBUS_SESSION_BUS_ADDRESS": f"unix:path=/run/user/{UID}/bus",
+            "GSETTINGS_BACKEND": "keyfile",
+            "PYTHONPATH": "/opt/rla/site",
+            "LANG": "C.UTF-8",
+        }
+        argv: list[str] = []
+        if os.getuid() == 0:
+            argv += ["setpriv", f"--reuid={HOST_USER}", f"--regid={HOST_USER}", "--clear-groups", "--"]
+        argv += ["bwrap", "--unshare-all", "--uid", str(UID), "--gid", str(UID), "--hostname", "desktop"]
+        argv += ["--clearenv"]
+        for key, value in env.items():
+            argv += ["--setenv", key, value]
+        argv += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+        for link in ("bin", "lib", "lib64", "sbin"):
+            if Path(f"/{link}").is_symlink():
+                argv += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
+            elif Path(f"/{link}").is_dir():
+                argv += ["--ro-bind", f"/{link}", f"/{link}"]
+        argv += ["--ro-bind", str(self.state / "passwd"), "/etc/passwd"]
+        argv += ["--ro-bind", str(self.state / "group"), "/etc/group"]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]
+        argv += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+        argv += ["--perms", "0700", "--dir", f"/run/user/{UID}"]
+        argv += ["--bind", str(self.home), "/home/user", "--bind", str(self.channel), "/run/rla"]
+        argv += ["--ro-bind", str(self.state / "bin"), "/opt/rla/bin"]
+        argv += ["--ro-bind", str(SERVER.parent), "/opt/rla/server"]
+        if DESKTOP_SITE.is_dir():
+            argv += ["--ro-bind", str(DESKTOP_SITE), "/opt/rla/site"]
+        argv += ["--remount-ro", "/"]  # the sandbox's root tmpfs: writable only where mounted so (home, tmp)
+        argv += ["--chdir", "/home/user", "/bin/sh", "-c", _LAUNCH, "desktop", f"{width}x{height}x24"]
+        for port in FORWARDED_PORTS:
+            argv += ["--forward", str(port)]
+        return argv
+
+    def _launch(self) -> None:
+        for stale in self.channel.glob("*.sock"):
+            stale.unlink()  # sockets of the previous run: readiness waits for the new server's
+        self.group = procs.ProcessGroup.start(
+            self._argv(), kind=PIDFILE_KIND, runtime_dir=self.runtime_dir, what=f"desktop {self.state.name}"
+        )
+        self.group.wait_ready(self._answers, timeout_s=self.timeout_s, interval_s=0.05)
+        children = [p["pid"] for p in procs.live_processes() if p["ppid"] == self.group.pgid]
+        self.pidns = pid_namespace(children[0]) if children else None
+
     def _answers(self) -> bool:
+        if not (self.channel / "server.sock").exists():
+            return False
         try:
-            with urllib.request.urlopen(self.url + "/platform", timeout=2) as r:
+            with urllib.request.urlopen(self.url + "/platform", timeout=5) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
 
-    def stop(self) -> None:
-        """Kill every process of the desktop (idempotent)."""
+    def processes(self) -> list[int]:
+        """Live processes of this desktop: its process group and everything in its pid namespace."""
+        if self.group is None:
+            return []
+        pids = set(procs.group_members(self.group.pgid))
+        if self.pidns is not None:
+            pids.update(namespace_members(self.pidns))
+        return sorted(pids)
+
+    def _kill(self) -> None:
+        if self.group is None:
+            return
         self.group.stop()
+        deadline = time.monotonic() + 10
+        while self.pidns is not None and namespace_members(self.pidns) and time.monotonic() < deadline:
+            time.sleep(0.02)  # the namespace's other processes die with its init, asynchronously
+
+    def reset(self) -> float:
+        """Kill the desktop, restore its home from the template, start it again; seconds it took."""
+        t0 = time.monotonic()
+        self._kill()
+        uid, gid = _host_ids()
+        shutil.rmtree(self.home)
+        shutil.copytree(self.state.parent / TEMPLATE_NAME, self.home, symlinks=True)
+        _chown_tree(self.home, uid, gid)
+        self._launch()
+        return time.monotonic() - t0
+
+    def running(self) -> bool:
+        return self.group is not None and self.group.alive()
+
+    def stop(self) -> None:
+        """Kill every process of the desktop, close its channel, remove its state (idempotent)."""
+        self._kill()
+        self.server.close()
+        for forward in self.ports.values():
+            forward.close()
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(self.state)
 
     def __enter__(self) -> Desktop:
         return self

@@ -1,0 +1,284 @@
+"""OSWorld tasks as an :class:`~rla_core.envs.base.Environment`: OSWorld's own ``DesktopEnv`` on local desktops.
+
+``OsworldEnv.open(spec)`` takes a desktop of its :class:`~rla_core.envs.desktop.pool.DesktopPool` and runs
+``DesktopEnv.reset(task)`` (revert to a fresh home when the desktop was used, then the task's set-up by
+OSWorld's ``SetupController``) in a background thread, so that the runner's opening of all episodes of a wave
+resets their desktops in parallel; the episode's observation waits for it. The episode exposes
+
+* ``instruction``: the current variant's instruction (``current_task``);
+* ``observation``: the accessibility tree linearised and cut to ``a11y_max_tokens``
+  (:mod:`~rla_core.envs.osworld.observe`); each step's screenshot is a PNG under ``screenshot_dir``
+  (``observation_ref``);
+* ``admissible_actions``: the candidate actions derived from the tree, compiled to pyautogui code for
+  ``DesktopEnv.step``;
+* ``expert_actions()``: the next action of the task's scripted solution while the episode follows it.
+
+**Outcome** as OSWorld's: ``DesktopEnv.evaluate()`` runs when the policy says ``DONE`` or ``FAIL`` or after
+``max_steps`` actions (the runner's budget, given to the environment so that the last step is scored), and
+the episode is won iff the score is > 0 (spec §2.1: partial credit counts). An evaluator that raises (e.g. a
+getter whose file is absent) scores 0, with the reason in the final observation. A desktop that stops
+answering ends the episode as a failure and is reset (or replaced by the pool) before its next episode.
+
+At most ``pool.size`` episodes may be open at once (one desktop each); :func:`waves` cuts a request's
+episodes accordingly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from rla_core.envs.base import StepResult
+from rla_core.envs.desktop.desktop import Desktop
+from rla_core.envs.desktop.pool import DesktopPool
+from rla_core.envs.osworld import observe
+from rla_core.envs.osworld.tasks import (
+    OsworldTaskError,
+    check_task,
+    current_key,
+    desktop_task,
+    instruction,
+    missing_files,
+)
+from rla_core.errors import RlaError
+
+log = logging.getLogger(__name__)
+ACQUIRE_TIMEOUT_S = 600.0
+
+
+def waves(keys: Sequence[tuple[str, int]], size: int) -> Iterator[tuple[tuple[str, int], ...]]:
+    """Consecutive chunks of at most ``size`` episode keys (canonical order kept): one desktop per open episode."""
+    for start in range(0, len(keys), max(1, size)):
+        yield tuple(keys[start : start + size])
+
+
+class OsworldEpisode:
+    """One OSWorld episode on one local desktop (implements ``rla_core.envs.base.Episode``)."""
+
+    def __init__(self, env: OsworldEnv, spec: dict[str, Any], *, episode_id: str) -> None:
+        self.env = env
+        self.spec = spec
+        self.key = current_key(spec)
+        self.instruction = instruction(spec)
+        self.strings = observe.instruction_strings(self.instruction)
+        self.solution: list[str] = list(spec.get("solutions", {}).get(self.key, []))
+        self.history: list[str] = []
+        self.elements: list[observe.Element] = []
+        self.screenshots: list[str] = []
+        self.done = False
+        self.won = False
+        self.score: float | None = None
+        self.failure: str | None = None
+        self._episode_id = episode_id
+        self._observation = ""
+        self._actions: list[str] = []
+        self.desktop: Desktop | None = env.pool.acquire(ACQUIRE_TIMEOUT_S)
+        self._denv = env.desktop_env(self.desktop)
+        self._ready: Future[None] | None = env.executor.submit(self._reset)
+
+    # -- state -------------------------------------------------------------------------------
+    def _reset(self) -> None:
+        try:
+            self._observe(self._denv.reset(task_config=desktop_task(self.spec)))
+        except Exception as exc:  # a desktop or set-up failure: the episode fails, the stage goes on
+            self._fail(f"set-up failed: {exc}")
+
+    def _wait(self) -> None:
+        if self._ready is not None:
+            ready, self._ready = self._ready, None
+            ready.result()
+
+    def _observe(self, obs: dict[str, Any]) -> None:
+        tree = obs.get("accessibility_tree") or ""
+        self.elements = observe.parse_tree(tree) if tree else []
+        self._observation = observe.linearise(self.elements, max_tokens=self.env.a11y_max_tokens)
+        self._actions = observe.candidate_actions(
+            self.elements, strings=self.strings, max_clicks=self.env.max_clicks
+        )
+        shot = obs.get("screenshot")
+        if self.env.screenshot_dir is not None and isinstance(shot, bytes | bytearray):
+            path = self.env.screenshot_dir / f"{self._episode_id}-{len(self.history)}.png"
+            path.write_bytes(bytes(shot))
+            self.screenshots.append(str(path))
+
+    def _fail(self, reason: str) -> None:
+        log.warning("OSWorld task %s: %s", self.spec["id"], reason)
+        self.failure = reason
+        self.done, self.won = True, False
+        self._observation = f"The desktop stopped responding; the episode failed. ({reason})"
+        self._actions = []
+
+    @property
+    def observation(self) -> str:
+        self._wait()
+        return self._observation
+
+    @observation.setter
+    def observation(self, value: str) -> None:  # the Episode protocol's attribute is settable
+        self._wait()
+        self._observation = value
+
+    @property
+    def admissible_actions(self) -> list[str]:
+        self._wait()
+        return list(self._actions)
+
+    @admissible_actions.setter
+    def admissible_actions(self, value: list[str]) -> None:
+        self._wait()
+        self._actions = list(value)
+
+    @property
+    def observation_ref(self) -> str | None:
+        """The screenshot of the current observation (for the report and vision-language policies)."""
+        self._wait()
+        return self.screenshots[-1] if self.screenshots and not self.done else None
+
+    # -- Episode protocol --------------------------------------------------------------------
+    def step(self, action: str) -> StepResult:
+        """Play a candidate action; an action not among them is a no-op step (it still uses the budget)."""
+        self._wait()
+        if self.done:
+            return StepResult(observation=self._observation, done=True, won=self.won)
+        self.history.append(action)
+        try:
+            if action in self._actions:
+                code = observe.compile_action(action, self.elements)
+                obs, _reward, _done, _info = self._denv.step(code, pause=self.env.step_pause_s)
+                self._observe(obs)
+                note = ""
+            else:
+                note = f"'{action}' is not one of the listed actions; nothing happened.\n"
+            if action in ("DONE", "FAIL") or len(self.history) >= self.env.max_steps:
+                self._evaluate()
+        except RlaError:
+            raise
+        except Exception as exc:
+            self._fail(f"step failed: {exc}")
+            return StepResult(observation=self._observation, done=True, won=False)
+        return StepResult(observation=note + self._observation, done=self.done, won=self.won)
+
+    def _evaluate(self) -> None:
+        try:
+            self.score = float(self._denv.evaluate())
+        except Exception as exc:  # an evaluator that cannot read its state scores 0 (as a missing file does)
+            log.warning("OSWorld task %s: evaluation raised %r; scored 0", self.spec["id"], exc)
+            self.score = 0.0
+        self.done, self.won = True, self.score > 0
+        self._observation = f"The episode is over: the evaluator scored {self.score:g}."
+        self._actions = []
+
+    def expert_actions(self) -> list[str]:
+        """The scripted solution's next action while the episode has followed it (empty otherwise)."""
+        self._wait()
+        n = len(self.history)
+        if self.done or n >= len(self.solution) or self.history != self.solution[:n]:
+            return []
+        return [self.solution[n]] if self.solution[n] in self._actions else []
+
+    def close(self) -> None:
+        """Give the desktop back: ``DesktopEnv.reset`` reverts it before its next task (a failed one now)."""
+        try:
+            self._wait()
+        finally:
+            if self.desktop is not None:
+                desktop, self.desktop = self.desktop, None
+                self.env.release(desktop, reset=self.failure is not None)
+
+
+class OsworldEnv:
+    """OSWorld-format tasks on a pool of local desktops (implements ``rla_core.envs.base.Environment``)."""
+
+    name = "osworld"
+
+    def __init__(
+        self,
+        *,
+        desktops: int | None,
+        cache_dir: Path,
+        max_steps: int,
+        a11y_max_tokens: int = 600,
+        max_clicks: int = 12,
+        step_pause_s: float = 0.5,
+        screenshot_dir: Path | None = None,
+        runtime_dir: Path | None = None,
+    ) -> None:
+        from rla_core.envs.desktop.provider import install
+
+        install()
+        self.cache_dir = cache_dir
+        self.max_steps = max_steps
+        self.a11y_max_tokens = a11y_max_tokens
+        self.max_clicks = max_clicks
+        self.step_pause_s = step_pause_s
+        self.screenshot_dir = screenshot_dir
+        if screenshot_dir is not None:
+            screenshot_dir.mkdir(parents=True, exist_ok=True)
+        self.pool = DesktopPool(size=desktops or None, runtime_dir=runtime_dir)
+        self.executor = ThreadPoolExecutor(max_workers=self.pool.size, thread_name_prefix="osworld-reset")
+        self._envs: dict[int, Any] = {}
+
+    def desktop_env(self, desktop: Desktop) -> Any:
+        """The one ``DesktopEnv`` of a desktop (it tracks whether the desktop was used since its revert)."""
+        from rla_core.envs.desktop.provider import make_env
+
+        if id(desktop) not in self._envs:
+            self._envs[id(desktop)] = make_env(
+                desktop, stop_on_close=False, action_space="pyautogui", cache_dir=str(self.cache_dir),
+                require_a11y_tree=True, require_terminal=False,
+            )  # fmt: skip
+        return self._envs[id(desktop)]
+
+    def release(self, desktop: Desktop, *, reset: bool) -> None:
+        if reset:
+            self._envs.pop(id(desktop), None)  # a fresh DesktopEnv: the reset desktop starts clean
+        self.pool.release(desktop, reset=reset)
+
+    def __enter__(self) -> OsworldEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every desktop of the pool."""
+        self.executor.shutdown(wait=True)
+        for denv in self._envs.values():
+            try:
+                denv.close()  # unregisters it from the provider; the pool stops the desktop
+            except Exception as exc:
+                log.warning("closing a DesktopEnv raised %r", exc)
+        self._envs.clear()
+        self.pool.close()
+
+    def validate_spec(self, spec: dict[str, Any]) -> None:
+        """:class:`OsworldTaskError` unless ``spec`` is valid and every file it downloads is in the cache."""
+        check_task(spec)
+        missing = missing_files(spec, self.cache_dir)
+        if missing:
+            raise OsworldTaskError(
+                f"OSWorld task {spec['id']!r} cannot run: {'; '.join(missing)}; fill the cache with "
+                f"python -m rla_core.envs.osworld.cache fill (docs/osworld.md)"
+            )
+
+    def open(self, spec: dict[str, Any], *, seed: int) -> OsworldEpisode:
+        """Start an episode; ``seed`` (the runner's per-episode seed) names its screenshots."""
+        self.validate_spec(spec)
+        return OsworldEpisode(self, spec, episode_id=f"{spec['id']}-{current_key(spec)}-{seed:016x}")
+
+    def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
+        """The task's scripted solution for the current key (none when the task has none)."""
+        del seed
+        solution = spec.get("solutions", {}).get(current_key(spec))
+        return [list(solution)] if solution else []
+
+    def play(self, spec: dict[str, Any], actions: Sequence[str]) -> OsworldEpisode:
+        """Open ``spec`` and play ``actions`` until done (the caller closes the episode)."""
+        episode = self.open(spec, seed=0)
+        for action in actions:
+            if episode.step(action).done:
+                break
+        return episode
