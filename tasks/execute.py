@@ -18,7 +18,9 @@ def execute(
     specs = ctx.task_specs(programs["task_id"].unique(maintain_order=True).to_list(), tasks)
     coding = [coding_task(task_id, spec) for task_id, spec in specs.items()]
     sandbox = need(ctx.inputs.coding, Setting.CODING)
-    executions = CodingSetting().execute(sandbox, programs, tests, coding, iteration=ctx.iteration)
+    executions = CodingSetting().execute(
+        sandbox, programs, tests, coding, iteration=ctx.iteration, cluster=ctx.inputs.cluster
+    )
     ctx.writer.write_frame("executions", executions)
     counts = executions.group_by("error_kind").len()
     out = {"reward_model/executions": float(executions.height)}

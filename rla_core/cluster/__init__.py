@@ -9,8 +9,11 @@ the driver concatenates the shards' frames in shard order. Every row is sampled 
 stream, so the result equals the local one byte for byte, whatever the shard count, and every
 ``cluster`` key stays out of stage keys (``SPEED_ONLY_KEYS``).
 
-Coding rollouts are one generation call over every problem followed by sandboxed executions; they are
-not sharded yet and run in the stage's process under either backend.
+Sandboxed executions (the coding rollout's GT tests, the execute stage) fan out through
+:func:`rla_core.cluster.ray_session.run_batches`: contiguous batches of the jobs, one per Ray worker,
+results concatenated in job order (``Sandbox(cluster=…)``, :mod:`rla_core.sandbox.runner`). The
+coding rollout's one generation call over every problem is not sharded yet: it runs in the stage's
+process.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ def play_episodes(
 
     sharded = cluster.backend is ClusterBackend.RAY and setting is not Setting.CODING
     shards = episode_shards(request, cluster.workers) if sharded else []
-    if not shards:  # local, coding (not sharded yet), or nothing to play
+    if not shards:  # local, coding (generation not sharded yet; its executions fan out), or nothing to play
+        if setting is Setting.CODING:
+            request = replace(request, cluster=cluster)
         return _play_here(setting, request, generator, False)[0]
     from rla_core.cluster.ray_session import run_shards
 

@@ -11,6 +11,7 @@
   stage: a Python error in a shard is re-raised as itself with a note naming the shard and its node;
   a shard lost with its worker or node raises :class:`~rla_core.errors.ClusterError` naming both. The
   actors are killed when the call returns or fails, so nothing of a stage outlives it.
+  :func:`run_batches` does the same for contiguous batches of a list (sandboxed executions).
 
 Shard bodies run in the actor's process: they import rla_core (never Prefect or MLflow), so a worker
 needs the project's environment, and the checkpoints and data files at the paths the driver sees.
@@ -23,7 +24,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rla_core.config import ClusterConfig
 from rla_core.errors import ClusterError
@@ -35,6 +36,9 @@ from rla_core.procs import (
     start_time,
     write_pidfile,
 )
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 _KIND = "ray"
 _pidfile: Path | None = None
@@ -139,9 +143,12 @@ def _with_descendants(pids: Sequence[int]) -> list[int]:
 
 
 class _ShardWorker:
-    """A shard's process: torch threads set first, then whatever the shard body opens."""
+    """A shard's process: torch threads set first (unless the work runs no torch: ``threads=None``, which
+    spares the actor importing it), then whatever the shard body opens."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int | None) -> None:
+        if threads is None:
+            return
         from rla_core.models.generator import set_torch_threads
 
         os.environ["OMP_NUM_THREADS"] = str(threads)  # Ray sets 1 for its workers
@@ -162,12 +169,13 @@ def run_shards(
     fn: Callable[..., Any],
     payloads: Sequence[tuple[Any, ...]],
     *,
-    threads: int,
+    threads: int | None,
     what: str,
 ) -> list[Any]:
     """``fn(*payload)`` for every payload, each on its own actor; the results in payload order.
 
-    ``what`` names the work in errors (e.g. ``"rollout shard"``). Fails on the first shard that fails.
+    ``threads``: torch's thread count in each actor (None: the work runs no torch). ``what`` names the
+    work in errors (e.g. ``"rollout shard"``). Fails on the first shard that fails.
     """
     import ray
     from ray.exceptions import GetTimeoutError, RayError, RayTaskError
@@ -223,6 +231,19 @@ def run_shards(
     finally:
         for actor in actors:
             ray.kill(actor, no_restart=True)
+
+
+def run_batches(
+    cfg: ClusterConfig, fn: Callable[[list[T]], list[R]], items: Sequence[T], *, what: str
+) -> list[R]:
+    """``fn`` over contiguous batches of ``items``, one batch per actor (``cfg.workers`` at most), the
+    results concatenated in batch order: what ``fn(list(items))`` gives when each result depends only on
+    its own item. ``what`` names a batch in errors (e.g. ``"sandbox batch"``). No torch in the actors."""
+    from rla_core.cluster.shards import split_even
+
+    batches = [([items[i] for i in part],) for part in split_even(len(items), cfg.workers)]
+    results = run_shards(cfg, fn, batches, threads=None, what=what)
+    return [r for batch in results for r in batch]
 
 
 def _needs(options: dict[str, Any]) -> str:

@@ -83,8 +83,10 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 
+from rla_core.config import ClusterBackend, ClusterConfig
 from rla_core.errors import SandboxError
 
 SANDBOX_USER = "rla-sandbox"
@@ -341,12 +343,32 @@ def _interpreter_paths(python: str, ldd: str) -> list[str]:
     return paths
 
 
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What opens a :class:`Sandbox` (its constructor's arguments, as given): sent to a Ray worker, which
+    opens a sandbox of its own on its machine (its own host check, cgroups, cores for ``max_parallel=0``)."""
+
+    user: str = SANDBOX_USER
+    python: str | None = None
+    max_parallel: int = 0
+    work_root: str | None = None
+    bwrap: str | None = None
+
+    def open(self) -> Sandbox:
+        return Sandbox(
+            user=self.user, python=self.python, max_parallel=self.max_parallel, work_root=self.work_root,
+            bwrap=self.bwrap,
+        )  # fmt: skip
+
+
 class Sandbox:
     """Runs programs in isolation. Construct once; it checks the host and probes one real run.
 
     ``python`` is the interpreter for programs (default: the system python3, which the sandbox user
     can read). ``max_parallel`` bounds concurrent runs in :meth:`run_many` (0 = number of cores).
-    ``bwrap`` is the bubblewrap binary (default: ``bwrap`` on ``PATH``).
+    ``bwrap`` is the bubblewrap binary (default: ``bwrap`` on ``PATH``). ``cluster`` with
+    ``backend=ray`` makes :meth:`run_many` fan its jobs out over ``cluster.workers`` Ray workers
+    (docs/cluster.md); it changes where programs run, never their results.
     """
 
     def __init__(
@@ -357,7 +379,10 @@ class Sandbox:
         max_parallel: int = 0,
         work_root: str | None = None,
         bwrap: str | None = None,
+        cluster: ClusterConfig | None = None,
     ) -> None:
+        self.spec = SandboxSpec(user, python, max_parallel, work_root, bwrap)
+        self.cluster = cluster
         self.python = python or _find_python()
         self.max_parallel = max_parallel or (os.cpu_count() or 1)
         self.work_root = work_root
@@ -639,11 +664,26 @@ class Sandbox:
         raise SandboxError(f"could not remove the sandbox cgroup {cgroup}")
 
     def run_many(self, jobs: Sequence[Job]) -> list[ExecResult]:
-        """Run jobs concurrently (at most ``max_parallel`` at once); results in input order."""
+        """Run jobs concurrently; results in input (job id) order.
+
+        Here: a thread pool of at most ``max_parallel`` runs. With ``cluster.backend=ray`` and more
+        than one job: contiguous batches of the jobs, one per Ray worker (each opens its own sandbox
+        from :attr:`spec` and runs its batch in its own thread pool), concatenated in batch order.
+        A run's result depends only on its job, so both give the same results but for ``wall_s``.
+        """
         if not jobs:
             return []
+        if self.cluster is not None and self.cluster.backend is ClusterBackend.RAY and len(jobs) > 1:
+            from rla_core.cluster.ray_session import run_batches
+
+            return run_batches(self.cluster, partial(_run_batch, self.spec), jobs, what="sandbox batch")
         with ThreadPoolExecutor(max_workers=min(self.max_parallel, len(jobs))) as pool:
             return list(pool.map(lambda j: self.run_program(j.code, j.stdin, limits=j.limits), jobs))
+
+
+def _run_batch(spec: SandboxSpec, jobs: list[Job]) -> list[ExecResult]:
+    """One Ray worker's batch: a sandbox of this machine's own, its thread pool, results in job order."""
+    return spec.open().run_many(jobs)
 
 
 def _find_python() -> str:

@@ -20,7 +20,7 @@ from rla_core.algo.coding_rewards import (
     score_programs,
 )
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
-from rla_core.config import Setting
+from rla_core.config import ClusterConfig, Setting
 from rla_core.errors import EnvironmentSpecError
 from rla_core.schemas import validate
 from rla_core.settings import ProposalRequest, WarmStartData, resolve_data_path
@@ -50,10 +50,11 @@ def coding_task(task_id: str, spec: dict[str, Any]) -> CodingTask:
     return dataclasses.replace(CodingTask.from_spec(spec, where=task_id), task_id=task_id)
 
 
-def sandbox(section: CodingSandbox) -> Sandbox:
+def sandbox(section: CodingSandbox, cluster: ClusterConfig | None = None) -> Sandbox:
+    """The sandbox of ``section``; with a Ray ``cluster`` its batches of runs fan out over the workers."""
     from rla_core.sandbox.runner import Sandbox
 
-    return Sandbox(max_parallel=section.max_parallel)
+    return Sandbox(max_parallel=section.max_parallel, cluster=cluster)
 
 
 def _load(path: str | Path, *, what: str) -> list[CodingTask]:
@@ -165,7 +166,7 @@ class CodingSetting:
         executions = run_tests(
             programs_frame(base),
             gt_tests_frame(coding),
-            sandbox=sandbox(section),
+            sandbox=sandbox(section, request.cluster),
             iteration=iteration,
             memory_mb=section.memory_limit_mb,
             output_kb=section.output_limit_kb,
@@ -209,6 +210,7 @@ class CodingSetting:
         tasks: list[CodingTask],
         *,
         iteration: int,
+        cluster: ClusterConfig | None = None,
     ) -> pl.DataFrame:
         """Run every program on its task's generated tests (spec §1.1 step 3); artifact 'executions'."""
         from rla_core.coding.execute import generated_tests_frame, run_tests
@@ -216,7 +218,7 @@ class CodingSetting:
         return run_tests(
             programs_frame(rollouts),
             generated_tests_frame(unit_tests, tasks),
-            sandbox=sandbox(section),
+            sandbox=sandbox(section, cluster),
             iteration=iteration,
             memory_mb=section.memory_limit_mb,
             output_kb=section.output_limit_kb,
