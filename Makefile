@@ -23,7 +23,7 @@ typecheck: setup
 	$(VENV)/bin/mypy rla_core tasks flows
 
 unit: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 # Heavy checks (vLLM on CPU, multi-process training, long loops): `pytest -m slow`. The vLLM ones need
 # the separate CPU vLLM environment, built here first (several minutes on first use).
@@ -33,7 +33,7 @@ setup-vllm: .venv-vllm/.installed
 	touch $@
 
 slow: setup setup-vllm
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow --durations=15
 
 test-slow: slow
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from rla_core.store import ArtifactStore
 from tests.flows.conftest import FlowEnv, planned
 
@@ -33,6 +35,7 @@ def in_use(store: ArtifactStore, run_id: str) -> dict[tuple[int, str], tuple[int
     return out
 
 
+@pytest.mark.slow  # four runs, ~130 s: the default suite's 15-minute budget (README, Tests)
 def test_extending_a_run_uses_only_its_own_results_beside_same_config_runs(flow_env: FlowEnv) -> None:
     root_x, root_y = flow_env.base / "iso-x", flow_env.base / "iso-y"
     for root, run_id in ((root_x, "two"), (root_y, "other"), (root_x, "three")):

@@ -109,6 +109,7 @@ def test_sigkill_mid_stage_then_resume_matches_uninterrupted_run(
 ) -> None:
     root, base_id = baseline
     run_id = "killed"
+    flow_env = flow_env.ephemeral()  # the orphan and its reaping are the ephemeral server's
     proc = flow_env.popen("run", *TEST_RUN, *flow_env.settings(root), "--run-id", run_id)
     try:
         wait_for_judge_of_iteration_1(proc, root, run_id)
@@ -139,6 +140,7 @@ def test_sigterm_mid_stage_exits_cleanly_leaves_no_process_and_resumes(
     releases the run lock and exits 143 with a one-line hint; `rla resume` then finishes the run."""
     root, base_id = baseline
     run_id = "terminated"
+    flow_env = flow_env.ephemeral()  # the ephemeral server is what must not be left
     log = flow_env.base / "terminated.log"
     with log.open("w") as err:
         proc = flow_env.popen("run", *TEST_RUN, *flow_env.settings(root), "--run-id", run_id, stderr=err)

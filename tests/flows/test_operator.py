@@ -200,7 +200,7 @@ def test_run_log_tags_and_prefect_artifacts_say_what_runs_and_where(
     assert tags["rla.artifact_uri"] == str(root / run_id)
     assert tags["rla.mlflow_uri"] == flow_env.mlflow_uri and tags["rla.iterations"] == "2"
     # Prefect artifacts (the flow run's Artifacts tab): per iteration, every stage with its metrics.
-    with sqlite3.connect(Path(flow_env.env["PREFECT_HOME"]) / "prefect.db") as db:
+    with sqlite3.connect(flow_env.prefect_db) as db:
         query = "select data from artifact where key = ? order by created desc limit 1"  # the latest version
         data = [row[0] for row in db.execute(query, (f"{run_id}-iter-0001",))]
     assert data, "no Prefect artifact for iteration 1"
