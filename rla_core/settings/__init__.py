@@ -133,3 +133,10 @@ def adapter_for(setting: Setting) -> SettingAdapter:
     from rla_core.settings.gui import GuiSetting
 
     return GuiSetting()
+
+
+def relative_refs(rollouts: pl.DataFrame, workdir: Path | None) -> pl.DataFrame:
+    """GUI rollouts with ``observation_ref`` relative to the stage's side-file folder (how the artifacts record screenshots)."""
+    if workdir is None:
+        return rollouts
+    return rollouts.with_columns(pl.col("observation_ref").str.strip_prefix(str(workdir) + "/"))

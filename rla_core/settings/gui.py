@@ -19,7 +19,7 @@ import polars as pl
 
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import GuiEngine, Setting
-from rla_core.settings import ProposalRequest, WarmStartData, resolve_data_path
+from rla_core.settings import ProposalRequest, WarmStartData, relative_refs, resolve_data_path
 from rla_core.settings.textgame import TextGameSetting
 from rla_core.stage_inputs import (
     AdaptInputs,
@@ -113,10 +113,7 @@ class GuiSetting:
         shots = workdir / SCREENSHOTS if workdir is not None and keep else None
         with self.env(section, screenshot_dir=shots) as env:
             rollouts = run_rollouts(request, env=env, generator=generator)
-        if workdir is not None:
-            prefix = str(workdir) + "/"
-            rollouts = rollouts.with_columns(pl.col("observation_ref").str.strip_prefix(prefix))
-        return {"rollouts": rollouts}
+        return {"rollouts": relative_refs(rollouts, workdir)}
 
     def labels(
         self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]

@@ -30,7 +30,7 @@ import polars as pl
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import Setting
 from rla_core.errors import EnvironmentSpecError
-from rla_core.settings import ProposalRequest, WarmStartData, resolve_data_path
+from rla_core.settings import ProposalRequest, WarmStartData, relative_refs, resolve_data_path
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
@@ -173,11 +173,7 @@ class OsworldSetting:
             for wave in waves(request.episode_keys(), env.pool.size):
                 part = dataclasses.replace(request, episodes=wave)
                 frames.append(run_rollouts(part, env=env, generator=generator))
-        rollouts = pl.concat(frames, how="vertical")
-        if workdir is not None:
-            prefix = str(workdir) + "/"
-            rollouts = rollouts.with_columns(pl.col("observation_ref").str.strip_prefix(prefix))
-        return {"rollouts": rollouts}
+        return {"rollouts": relative_refs(pl.concat(frames, how="vertical"), workdir)}
 
     def labels(
         self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
