@@ -27,6 +27,14 @@ Two modes, neither of which reads the held-out set:
        warm start itself, so with ``--set rollout.tasks_per_iter=32`` (every training game) this is the warm
        start's 0/8 share on the training games; target >= 0.25.
 
+``band RUN_DIR [RUN_DIR ...]``
+    What the policy's accuracy filter (``reward.policy_acc_band``) does to the training rows: for every
+    iteration's label stage, :func:`rla_core.algo.labels.policy_samples` is recomputed from that iteration's
+    rollouts and judgments (and the pending variants the stage accepted) under the AlfWorld filter
+    (1/8-7/8) and under none (0-1), once with the run's reward (step-wise) and once with the outcome reward
+    alone, and the rows kept, their tasks and the rows of all-equal groups are printed; the row count the
+    label stage wrote is printed beside them as a check (it must equal the column of the run's own filter).
+
 Run: ``.venv/bin/python benchmarks/probe_bench_long.py random data/textworld/bench-long-train.jsonl``;
 ``.venv/bin/python benchmarks/probe_bench_long.py run /tmp/benchlong/runs/<run id>``
 """
@@ -178,6 +186,51 @@ def run_mode(args: argparse.Namespace) -> None:
             print(f"3. judge step accuracy {cells}; target 0.55-0.65 at it 1, rise >= 0.05 by it 4")
 
 
+def _frame(attempt: Path, name: str) -> pl.DataFrame:
+    return pl.read_parquet(attempt / f"{name}.parquet")
+
+
+def band_mode(args: argparse.Namespace) -> None:
+    from rla_core.algo.curriculum import accepted_pending
+    from rla_core.algo.labels import policy_samples, task_accuracy
+    from rla_core.config import Band, build_config, upgrade_stored_config
+
+    bands = {"1/8-7/8": Band(low=0.125, high=0.875), "0-1": Band(low=0.0, high=1.0)}
+    for run in args.runs:
+        cfg = build_config(upgrade_stored_config(json.loads((run / "run.json").read_text())["config"]))
+        print(
+            f"== {run.name} (its filter {cfg.reward.policy_acc_band.low}-{cfg.reward.policy_acc_band.high})"
+        )
+        for iteration in range(1, 100):
+            label, rollout, judge = (_latest(run, iteration, s) for s in ("label", "rollout", "judge"))
+            if label is None or rollout is None or judge is None:
+                if not (run / f"iter-{iteration:04d}").exists():
+                    break
+                continue
+            rollouts, judgments = _frame(rollout, "rollouts"), _frame(judge, "judgments")
+            accepted = accepted_pending(_frame(label, "decisions"))
+            acc = task_accuracy(rollouts)
+            equal = set(acc.filter((pl.col("acc") == 0) | (pl.col("acc") == 1))["task_id"].to_list())
+            cells = []
+            for reward_name, stepwise in (("run's reward", cfg.reward.use_stepwise), ("outcome only", False)):
+                for band_name, band in bands.items():
+                    reward = cfg.reward.model_copy(update={"policy_acc_band": band, "use_stepwise": stepwise})
+                    rows, _ = policy_samples(
+                        rollouts, judgments, cfg=reward, m=cfg.judge.m, accepted_pending=accepted
+                    )
+                    in_equal = int(rows["task_id"].is_in(list(equal)).sum())
+                    cells.append(
+                        f"{reward_name} {band_name}: {rows.height} rows / {rows['task_id'].n_unique()} tasks "
+                        f"({in_equal} from all-equal groups)"
+                    )
+            written = pl.read_parquet(label / "policy_samples.parquet").height
+            print(
+                f"it {iteration}: {len(equal)}/{acc.height} tasks all-equal; "
+                + "; ".join(cells)
+                + f"; label wrote {written}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -202,6 +255,11 @@ def main() -> None:
     runs = sub.add_parser("run", help="properties 1-4 from run directories")
     runs.add_argument("runs", type=Path, nargs="+")
     runs.set_defaults(func=run_mode)
+    band = sub.add_parser(
+        "band", help="training rows under the policy's accuracy filters, from run directories"
+    )
+    band.add_argument("runs", type=Path, nargs="+")
+    band.set_defaults(func=band_mode)
     args = parser.parse_args()
     args.func(args)
 
