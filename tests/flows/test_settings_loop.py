@@ -7,10 +7,12 @@ with "set models.environment" before). Real sandbox, real headless Chromium, rea
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from rla_core.store import ArtifactStore
-from tests.flows.conftest import CODING_ITERATION, ITERATION, FlowEnv, planned
+from tests.flows.conftest import CODING_ITERATION, ITERATION, REPO, FlowEnv, planned
 
 TINY = ["--set", "iterations=1", "--set", "rollout.tasks_per_iter=2", "--set", "rollout.rollouts_per_task=2",
         "--set", "evaluation.rollouts_per_task=1", "--set", "models.warm_start_epochs=2"]  # fmt: skip
@@ -47,10 +49,20 @@ def test_one_coding_iteration_without_rewrite_targets(flow_env: FlowEnv) -> None
     assert store.read_frame("c1", 1, "adapt", "proposals").height == 0
 
 
+def first_lines(src: Path, dst: Path, n: int) -> Path:
+    dst.write_text("".join(src.read_text(encoding="utf-8").splitlines(keepends=True)[:n]), encoding="utf-8")
+    return dst
+
+
 def test_one_gui_iteration(flow_env: FlowEnv) -> None:
     root = flow_env.base / "runs-gui"
+    # 4 of the 13 shipped forms each: the warm start records demonstrations on every training form in a
+    # browser (most of this test's time), and 2 tasks per iteration are played anyway.
+    train = first_lines(REPO / "data/gui/train.jsonl", flow_env.base / "gui-train.jsonl", 4)
+    held_out = first_lines(REPO / "data/gui/eval.jsonl", flow_env.base / "gui-eval.jsonl", 4)
     flow_env.rla(
         "run", "--preset", "gui", *flow_env.settings(root), "--run-id", "g1", *TINY,
+        "--set", f"gui.tasks={train}", "--set", f"gui.eval_tasks={held_out}",
         "--set", "rollout.max_steps=2", "--set", "evaluation.max_steps=2", "--set", "judge.m=2", timeout=1800,
     )  # fmt: skip
     store = ArtifactStore(str(root))
