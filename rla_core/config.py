@@ -510,12 +510,15 @@ class ClusterBackend(StrEnum):
 
 
 class ClusterConfig(_Section):
-    """Sharding generating stages over Ray (docs/cluster.md). Every key is speed-only (SPEED_ONLY_KEYS)."""
+    """Sharding generating stages and running updates over Ray (docs/cluster.md). Every key is speed-only
+    (SPEED_ONLY_KEYS)."""
 
     backend: ClusterBackend = Field(
         ClusterBackend.LOCAL,
         description="'local': each stage plays, judges and evaluates in its own process; 'ray': it splits its "
-        "work into 'workers' deterministic shards, one Ray actor each, and merges them in canonical order.",
+        "work into 'workers' deterministic shards, one Ray actor each, and merges them in canonical order, "
+        "and multi-process updates (training.processes > 1, fsdp, deepspeed) run as training.processes Ray "
+        "Train workers with the per-worker resources below instead of `accelerate launch`.",
     )
     address: str | None = Field(
         None,

@@ -423,12 +423,14 @@ class AdaptInputs(StageInputs):
 
 class TrainPolicyInputs(StageInputs):
     threads: int
+    cluster: ClusterConfig  # speed only: where launched update workers run
     training: PolicyTraining
     models: TrainModels
 
 
 class TrainRewardInputs(StageInputs):
     threads: int
+    cluster: ClusterConfig  # speed only: where launched update workers run
     training: RewardTraining
     models: TrainModels
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import polars as pl
 
-from rla_core.config import RunConfig, TrainConfig, hash_jsonable
+from rla_core.config import ClusterConfig, RunConfig, TrainConfig, hash_jsonable
 from rla_core.stage_inputs import GenerationModels, Role, StageInputs, StageName
 from rla_core.store import ArtifactStore, StageWriter
 from rla_core.store.atomic import publish_dir
@@ -155,9 +155,13 @@ class StageContext(Generic[InputsT]):
         if self._run.tracker is not None:
             self._run.tracker.set_tags({key: value})
 
-    def scratch(self) -> Path:
-        """A fresh local temporary directory, removed when the stage ends."""
-        path = Path(tempfile.mkdtemp(prefix=f"rla-{self.stage}-"))
+    def scratch(self, *, shared: bool = False) -> Path:
+        """A fresh temporary directory, removed when the stage ends: local, or (``shared``) under the run's
+        cache directory, which every node of a Ray cluster sees at the driver's path (docs/cluster.md)."""
+        parent = Path(self._run.cache_dir).resolve() / "scratch" if shared else None
+        if parent is not None:
+            parent.mkdir(parents=True, exist_ok=True)
+        path = Path(tempfile.mkdtemp(prefix=f"rla-{self.stage}-", dir=parent))
         self._scratch.append(path)
         return path
 
@@ -226,21 +230,24 @@ def train_checkpoint(
     cfg: TrainConfig,
     placement: PlacementFields,
     threads: int,
+    cluster: ClusterConfig,
     prefix: str,
 ) -> dict[str, float]:
     """One RL update of checkpoint ``role`` of stage ``base``; the result is written as checkpoint ``role``.
 
-    ``placement``: ``training.device/dtype/processes/strategy`` — in-process or `accelerate launch`
-    workers (issue 12); ``threads`` caps torch's CPU threads.
+    ``placement``: ``training.device/dtype/processes/strategy`` — in-process, `accelerate launch` workers
+    (issue 12), or with ``cluster.backend=ray`` Ray Train workers (issue 29), whose rank 0 writes the
+    checkpoint into a scratch directory every node sees; ``threads`` caps torch's CPU threads.
     """
     from rla_core.models.generator import set_torch_threads
     from rla_core.models.trainer import Placement, rl_update
 
     set_torch_threads(threads)
-    out = ctx.scratch() / role
+    where = Placement.from_config(placement, threads=threads, cluster=cluster)
+    out = ctx.scratch(shared=where.on_ray) / role
     stats = rl_update(
         ctx.checkpoint(base, role), rows, cfg=cfg, out_dir=out, seed=ctx.seed, lora=ctx.inputs.models.lora,
-        placement=Placement.from_config(placement, threads=threads),
+        placement=where,
     )  # fmt: skip
     ctx.writer.put_dir(out, role)
     ctx.tag(f"checkpoint.{role}", f"iter-{ctx.iteration:04d}/{ctx.stage}")

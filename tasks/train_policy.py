@@ -14,5 +14,5 @@ def train_policy(
     cfg = ctx.inputs
     return train_checkpoint(
         ctx, rows=ctx.read(samples, "policy_samples"), base=policy, role=Role.POLICY, cfg=cfg.training.policy,
-        placement=cfg.training, threads=cfg.threads, prefix="policy",
+        placement=cfg.training, threads=cfg.threads, cluster=cfg.cluster, prefix="policy",
     )  # fmt: skip

@@ -14,5 +14,6 @@ def train_reward(
     cfg = ctx.inputs
     return train_checkpoint(
         ctx, rows=ctx.read(samples, "reward_samples"), base=reward_model, role=Role.REWARD,
-        cfg=cfg.training.reward, placement=cfg.training, threads=cfg.threads, prefix="reward_model",
+        cfg=cfg.training.reward, placement=cfg.training, threads=cfg.threads, cluster=cfg.cluster,
+        prefix="reward_model",
     )  # fmt: skip

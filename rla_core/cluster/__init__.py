@@ -13,7 +13,8 @@ Sandboxed executions (the coding rollout's GT tests, the execute stage) fan out 
 :func:`rla_core.cluster.ray_session.run_batches`: contiguous batches of the jobs, one per Ray worker,
 results concatenated in job order (``Sandbox(cluster=…)``, :mod:`rla_core.sandbox.runner`). The
 coding rollout's one generation call over every problem is not sharded yet: it runs in the stage's
-process.
+process. Multi-process policy and reward-model updates run under Ray Train
+(:mod:`rla_core.cluster.ray_train`, called by :func:`rla_core.models.trainer.rl_update`).
 """
 
 from __future__ import annotations

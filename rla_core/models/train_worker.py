@@ -2,7 +2,9 @@
 
 :func:`rla_core.models.trainer.rl_update` writes SPEC (a :class:`~rla_core.models.trainer.WorkerSpec`
 as JSON: checkpoint, prepared token rows, train config, LoRA, seed, device, autocast dtype) and
-launches N of these under the strategy's file in ``infra/accelerate/`` (``trainer.ACCELERATE_CONFIGS``).
+launches N of these under the strategy's file in ``infra/accelerate/`` (``trainer.ACCELERATE_CONFIGS``),
+or, with ``cluster.backend=ray``, N Ray Train workers call :func:`main` with that file's settings in
+their environment (:mod:`rla_core.cluster.ray_train`).
 Each rank loads the checkpoint in fp32, runs
 :func:`~rla_core.models.trainer.train_loop` on its share of every optimizer step's rows through an
 :class:`accelerate.Accelerator` (DDP, FSDP or DeepSpeed ZeRO-3 per the config file; gloo on CPU), and

@@ -28,14 +28,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import polars as pl
 
 RAY = [sys.executable, "-m", "ray.scripts.scripts"]
 HOST = "127.0.0.1"
@@ -312,7 +316,128 @@ def lost_node(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-SCENARIOS = {"whole_run": whole_run, "lost_node": lost_node}
+def _accelerate_probe(argv: list[str]) -> int:
+    """A Ray Train worker's entry that records what an ``Accelerator`` created there sees (in ``argv[0]``)."""
+    import ray
+    import torch
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    seen = {
+        "mixed_precision": str(accelerator.mixed_precision),
+        "num_processes": accelerator.num_processes,
+        "rank": accelerator.process_index,
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "torch_threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
+    (Path(argv[0]) / f"rank-{accelerator.process_index}.json").write_text(json.dumps(seen))
+    accelerator.wait_for_everyone()
+    return 0
+
+
+def _watch_train_workers(cluster: TwoNodes, seen: dict[str, int], stop: threading.Event) -> None:
+    """Until ``stop``: per node, the most Ray Train workers (``RayTrainWorker`` actors) seen at once."""
+    while not stop.wait(0.25):
+        for name, node in list(cluster.nodes.items()):
+            count = sum(
+                1 for p in _processes() if p["sid"] == node.proc.pid and "RayTrainWorker" in p["args"]
+            )
+            seen[name] = max(seen.get(name, 0), count)
+
+
+def _ddp_setup_on_two_nodes(checkpoint: Path, work: Path, placement: Any) -> dict[str, Any]:
+    """tests/models/test_trainer_placement.py's DDP update (its rows and config) in 1 process with one
+    torch thread and on two Ray Train workers (``placement``): how many weights differ, the largest
+    difference and the largest update."""
+    import torch
+    from safetensors.torch import load_file
+
+    from rla_core.config import LoraConfig, TrainConfig
+    from rla_core.models.trainer import rl_update
+    from tests.models.test_trainer_placement import ROWS
+
+    cfg = TrainConfig(lr=1e-3, update_per_step=2, micro_batch_size=1)
+    torch.set_num_threads(1)
+    rl_update(checkpoint, ROWS, cfg=cfg, out_dir=work / "one", seed=0, lora=LoraConfig())
+    rl_update(checkpoint, ROWS, cfg=cfg, out_dir=work / "two", seed=0, lora=LoraConfig(), placement=placement)
+    start, one, two = (load_file(d / "model.safetensors") for d in (checkpoint, work / "one", work / "two"))
+    return {
+        "unequal": sum(int((one[k] != two[k]).sum()) for k in one),
+        "max_abs_difference": max(float((one[k] - two[k]).abs().max()) for k in one),
+        "largest_update": max(float((one[k] - start[k]).abs().max()) for k in one),
+    }
+
+
+def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
+    """Updates under Ray Train's TorchTrainer, one worker per node (issue 29):
+
+    * ``probe``: two workers create an ``Accelerator`` with the environment derived from
+      ``infra/accelerate/ddp.yaml`` and dtype bf16 (``trainer.accelerate_env``), and without it;
+    * ``failing``: an update of a broken checkpoint, to see how a failing rank surfaces;
+    * ``ddp_setup``: the DDP test's update on both nodes against one process;
+    * ``run``: `rla run` with ``training.processes=2`` (its train stages on both nodes), and how many
+      Ray Train workers each node ran at once meanwhile.
+    """
+    from rla_core.cluster import ray_session
+    from rla_core.cluster.ray_train import run_train_workers
+    from rla_core.config import ClusterBackend, ClusterConfig, LoraConfig, TrainConfig
+    from rla_core.errors import ProcessError
+    from rla_core.models.trainer import Placement, accelerate_env, rl_update
+
+    report: dict[str, Any] = {}
+    cfg = ClusterConfig(
+        backend=ClusterBackend.RAY, address=cluster.address, workers=2, resources={SHARD_RESOURCE: 1}
+    )
+    work = cluster.temp_dir.parent / "train-on-ray"
+    for name, env in (("passed_on", accelerate_env("ddp", 2, "bf16")), ("not_passed_on", {})):
+        out = work / f"probe-{name}"
+        out.mkdir(parents=True)
+        error = run_train_workers(
+            cfg, [str(out)], processes=2, use_gpu=False, env={**env, "OMP_NUM_THREADS": "1"},
+            storage=out, entry=_accelerate_probe,
+        )  # fmt: skip
+        report[f"probe_{name}"] = {
+            "error": error,
+            "ranks": [json.loads(f.read_text()) for f in sorted(out.glob("rank-*.json"))],
+        }
+    broken = work / "broken"
+    shutil.copytree(spec["checkpoint"], broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    rows = pl.DataFrame({"prompt": ["go"], "response": [" north"], "advantage": [1.0]})
+    placement = Placement(device="cpu", processes=2, threads=2, timeout_s=600, cluster=cfg)
+    try:
+        rl_update(
+            broken,
+            rows,
+            cfg=TrainConfig(),
+            out_dir=work / "out",
+            seed=0,
+            lora=LoraConfig(),
+            placement=placement,
+        )
+        report["failing"] = {"error": None}
+    except ProcessError as exc:
+        report["failing"] = {"error": str(exc), "out_exists": (work / "out").exists()}
+    report["ddp_setup"] = _ddp_setup_on_two_nodes(Path(spec["checkpoint"]), work, placement)
+    ray_session.disconnect()
+    seen: dict[str, int] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_train_workers, args=(cluster, seen, stop), daemon=True)
+    watcher.start()
+    try:
+        report["run"] = _rla(
+            cluster, [*spec["rla"], *cluster_args(cluster), "--set", "training.processes=2"],
+            timeout=spec.get("timeout", 1500),
+        )  # fmt: skip
+    finally:
+        stop.set()
+        watcher.join()
+    report["train_workers_per_node"] = seen
+    return report
+
+
+SCENARIOS = {"whole_run": whole_run, "lost_node": lost_node, "train_on_ray": train_on_ray}
 
 
 def main() -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +23,14 @@ from transformers import AutoModelForCausalLM
 from rla_core.config import LoraConfig, TrainConfig, load_config
 from rla_core.errors import ConfigError, ModelError, ProcessError
 from rla_core.models.train_worker import merge_lora_state_dict
-from rla_core.models.trainer import Placement, launch_argv, plan_micro_batches, rl_update
+from rla_core.models.trainer import (
+    Placement,
+    accelerate_config,
+    accelerate_env,
+    launch_argv,
+    plan_micro_batches,
+    rl_update,
+)
 from rla_core.procs import default_runtime_dir
 
 PROMPTS = [
@@ -153,6 +162,43 @@ def test_placement_from_config() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(ModelError, match="no CUDA device"):
             Placement.from_config(load_config(overrides=["training.device=cuda"]).training)
+
+
+def test_accelerate_settings_reach_workers_accelerate_does_not_launch() -> None:
+    """Issue 29: under Ray Train nothing reads infra/accelerate/<strategy>.yaml, so the workers get the
+    ACCELERATE_* variables ``accelerate launch`` would set, derived from the same options as
+    :func:`launch_argv` (the YAML + processes and mixed precision from the command line).
+
+    The YAML's own settings come through (FSDP's sharding, DeepSpeed's ZeRO stage), the command line
+    overrides the YAML's mixed precision (fsdp.yaml says bf16; fp32 gives 'no'), and an Accelerator
+    created in a fresh process with only that environment — as in a Ray Train worker — reports bf16
+    (without it: 'no', tests/flows/test_ray_train.py). The two-node run under TorchTrainer is there too.
+    """
+    import yaml
+
+    ddp = accelerate_env("ddp", 2, "bf16")
+    assert ddp["ACCELERATE_MIXED_PRECISION"] == "bf16"
+    assert accelerate_env("fsdp", 2, "fp32")["ACCELERATE_MIXED_PRECISION"] == "no"
+    fsdp = accelerate_env("fsdp", 2, "bf16")
+    fsdp_yaml = yaml.safe_load(accelerate_config("fsdp").read_text())["fsdp_config"]
+    assert fsdp["ACCELERATE_USE_FSDP"] == "true"
+    assert fsdp["FSDP_SHARDING_STRATEGY"] == fsdp_yaml["fsdp_sharding_strategy"] == "FULL_SHARD"
+    assert fsdp["FSDP_AUTO_WRAP_POLICY"] == fsdp_yaml["fsdp_auto_wrap_policy"]
+    zero = accelerate_env("deepspeed", 2, "bf16")
+    assert (zero["ACCELERATE_USE_DEEPSPEED"], zero["ACCELERATE_DEEPSPEED_ZERO_STAGE"]) == ("true", "3")
+    # Only accelerate's own settings: the process group and threads are the runner's.
+    assert all(k.startswith(("ACCELERATE_", "FSDP_")) for env in (ddp, fsdp, zero) for k in env)
+    probe = "from accelerate import Accelerator; print(Accelerator(cpu=True).mixed_precision)"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}
+    seen = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**clean, **ddp},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert seen.stdout.strip().splitlines()[-1] == "bf16", seen.stderr[-2000:]
 
 
 def _leftovers(marker: str) -> list[str]:
