@@ -17,6 +17,7 @@ here loads unless a run asks for the Ray backend.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from rla_core.config import ClusterConfig
 
 def run_train_workers(
     cluster: ClusterConfig,
+    module: str,
     argv: list[str],
     *,
     processes: int,
@@ -35,9 +37,11 @@ def run_train_workers(
     storage: Path,
     entry: Callable[[list[str]], int] | None = None,
 ) -> str | None:
-    """``entry(argv)`` on ``processes`` Ray Train workers, each with ``env`` set first.
+    """``main(argv)`` of ``module`` on ``processes`` Ray Train workers, each with ``env`` set first.
 
-    ``entry`` defaults to :func:`rla_core.models.train_worker.main` (tests pass a probe). Returns None
+    ``module`` is named, not imported here, as ``accelerate launch -m`` names it (the trainer passes
+    :data:`rla_core.models.trainer.WORKER_MODULE`, whose module imports the trainer); ``entry``, when given,
+    runs instead of the module's ``main`` (tests pass a probe). Returns None
     when every worker finished, else the cluster's error (its first lines); the failing rank's own error
     is in the spec's ``error_dir`` (``error-rank<r>.txt``), as with ``accelerate launch``. ``storage``:
     where Ray Train keeps its run state (a directory every node sees).
@@ -54,7 +58,7 @@ def run_train_workers(
         resources["GPU"] = cluster.gpus_per_worker or 1.0
     trainer = TorchTrainer(
         _worker,
-        train_loop_config={"argv": argv, "env": env, "entry": entry},
+        train_loop_config={"module": module, "argv": argv, "env": env, "entry": entry},
         scaling_config=ScalingConfig(num_workers=processes, use_gpu=use_gpu, resources_per_worker=resources),
         run_config=RunConfig(
             name="ray-train", storage_path=str(storage), failure_config=FailureConfig(max_failures=0)
@@ -69,10 +73,8 @@ def run_train_workers(
 
 def _worker(config: dict[str, Any]) -> None:
     """One Ray Train worker: the accelerate settings and thread count, then the accelerate worker."""
-    from rla_core.models import train_worker
-
     os.environ.update(config["env"])
-    entry = config["entry"] or train_worker.main
+    entry = config["entry"] or importlib.import_module(config["module"]).main
     code = entry(config["argv"])
     if code != 0:
         raise RuntimeError(f"{entry.__qualname__}({config['argv']}) returned {code}")

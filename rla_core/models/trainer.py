@@ -350,7 +350,7 @@ def _launch(
             env = {**accelerate_env(placement.strategy, placement.processes, placement.dtype), **thread_env}
             log.info("starting %s with %s", what, env)
             error = run_train_workers(
-                placement.cluster, [str(spec_path)], processes=placement.processes,
+                placement.cluster, WORKER_MODULE, [str(spec_path)], processes=placement.processes,
                 use_gpu=placement.device != "cpu", env=env, storage=work,
             )  # fmt: skip
             failed = None if error is None else (f"{what} failed", f"the cluster's error:\n{error}")

@@ -383,7 +383,7 @@ def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     from rla_core.cluster.ray_train import run_train_workers
     from rla_core.config import ClusterBackend, ClusterConfig, LoraConfig, TrainConfig
     from rla_core.errors import ProcessError
-    from rla_core.models.trainer import Placement, accelerate_env, rl_update
+    from rla_core.models.trainer import WORKER_MODULE, Placement, accelerate_env, rl_update
 
     report: dict[str, Any] = {}
     cfg = ClusterConfig(
@@ -394,7 +394,7 @@ def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
         out = work / f"probe-{name}"
         out.mkdir(parents=True)
         error = run_train_workers(
-            cfg, [str(out)], processes=2, use_gpu=False, env={**env, "OMP_NUM_THREADS": "1"},
+            cfg, WORKER_MODULE, [str(out)], processes=2, use_gpu=False, env={**env, "OMP_NUM_THREADS": "1"},
             storage=out, entry=_accelerate_probe,
         )  # fmt: skip
         report[f"probe_{name}"] = {
