@@ -107,18 +107,16 @@ MIN_PIXELS, MAX_PIXELS = 4 * 28 * 28, 64 * 28 * 28  # at most 64 image tokens: k
 
 def build(out: Path) -> dict[str, Any]:
     """Write the tiny VL checkpoint (model, tokenizer, image processor, chat template) to ``out``."""
-    import torch
     from tokenizers import AddedToken
     from transformers import (
         AutoTokenizer,
-        GenerationConfig,
         Qwen2VLConfig,
         Qwen2VLForConditionalGeneration,
         Qwen2VLImageProcessorPil,
         Qwen2VLProcessor,
     )
 
-    from rla_core.models.bootstrap import EOS_TOKEN, PAD_TOKEN, ensure_tiny_model
+    from rla_core.models.bootstrap import EOS_TOKEN, PAD_TOKEN, ensure_tiny_model, save_tiny_checkpoint
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as cache:
@@ -159,18 +157,10 @@ def build(out: Path) -> dict[str, Any]:
         vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=True, eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=eos_id,
     )  # fmt: skip
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(SEED)
-        model = Qwen2VLForConditionalGeneration(config)
-    model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=eos_id)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
+    model = save_tiny_checkpoint(
+        out, model_class=Qwen2VLForConditionalGeneration, config=config, tokenizer=tok, seed=SEED
+    )
     image_processor.save_pretrained(out)
-    # As in bootstrap: AutoTokenizer must rebuild the trained tokenizer as-is (same ids in vLLM).
-    cfg_path = out / "tokenizer_config.json"
-    tok_cfg = json.loads(cfg_path.read_text())
-    tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
-    cfg_path.write_text(json.dumps(tok_cfg, indent=2))
     return {
         "build_s": round(time.perf_counter() - t0, 2),
         "files": sorted(p.name for p in out.iterdir()),

@@ -158,8 +158,9 @@ class StageContext(Generic[InputsT]):
     def scratch(self, *, shared: bool = False) -> Path:
         """A fresh temporary directory, removed when the stage ends: local, or (``shared``) under the run's
         cache directory, which every node of a Ray cluster sees at the driver's path (docs/cluster.md)."""
-        parent = Path(self._run.cache_dir).resolve() / "scratch" if shared else None
-        if parent is not None:
+        parent = None
+        if shared:
+            parent = Path(self._run.cache_dir).resolve() / "scratch"
             parent.mkdir(parents=True, exist_ok=True)
         path = Path(tempfile.mkdtemp(prefix=f"rla-{self.stage}-", dir=parent))
         self._scratch.append(path)

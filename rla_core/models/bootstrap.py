@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from rla_core.config import hash_jsonable
 from rla_core.errors import ModelError
@@ -191,9 +192,8 @@ def _training_text(corpus: Sequence[str]) -> Iterator[str]:
 
 
 def _build(out: Path, *, corpus: Sequence[str], arch: TinyArch, seed: int) -> None:
-    import torch
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
     bpe = Tokenizer(models.BPE())
     # Digits are split one by one so every number is spelled with the same ten tokens.
@@ -234,14 +234,29 @@ def _build(out: Path, *, corpus: Sequence[str], arch: TinyArch, seed: int) -> No
         pad_token_id=pad_id,
         bos_token_id=eos_id,
     )
+    save_tiny_checkpoint(out, model_class=Qwen2ForCausalLM, config=config, tokenizer=tokenizer, seed=seed)
+
+
+def save_tiny_checkpoint(out: Path, *, model_class: Any, config: Any, tokenizer: Any, seed: int) -> Any:
+    """A randomly initialised ``model_class(config)`` (torch seeded with ``seed``, the global RNG untouched),
+    saved to ``out`` with ``tokenizer``; returns the model.
+
+    The config's ``eos_token_id``/``pad_token_id`` also make the generation config (BOS = EOS), and the
+    saved tokenizer config names ``PreTrainedTokenizerFast`` so that ``AutoTokenizer`` (and vLLM) rebuild
+    the trained tokenizer as-is: a Qwen2Tokenizer would change the ids.
+    """
+    import torch
+    from transformers import GenerationConfig
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config)
+        model = model_class(config)
+    eos_id, pad_id = config.eos_token_id, config.pad_token_id
     model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=eos_id)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    # AutoTokenizer must rebuild the trained tokenizer as-is (a Qwen2Tokenizer would change the ids).
     cfg_path = out / "tokenizer_config.json"
     tok_cfg = json.loads(cfg_path.read_text())
     tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
     cfg_path.write_text(json.dumps(tok_cfg, indent=2))
+    return model
