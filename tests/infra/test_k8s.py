@@ -78,7 +78,10 @@ def test_manifest_documents_have_the_kinds_and_api_versions_kuberay_and_kubernet
     }
     assert {d["metadata"]["namespace"] for d in _documents()} == {"rlanything"}
     spec = _ray_cluster()["spec"]
-    assert set(spec) == {"rayVersion", "headGroupSpec", "workerGroupSpecs"}
+    assert set(spec) == {"rayVersion", "authOptions", "headGroupSpec", "workerGroupSpecs"}
+    assert spec["authOptions"] == {
+        "mode": "token"
+    }  # the driver shares the head container, so it has the token
     (group,) = spec["workerGroupSpecs"]
     assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]  # the CRD requires all three
 
