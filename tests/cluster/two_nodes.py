@@ -263,11 +263,6 @@ def cluster_args(cluster: TwoNodes) -> list[str]:
     ]  # fmt: skip
 
 
-def whole_run(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
-    """One `rla run` of the spec's arguments on the two-node cluster."""
-    return {"run": _rla(cluster, [*spec["rla"], *cluster_args(cluster)], timeout=spec.get("timeout", 1500))}
-
-
 def lost_node(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     """`rla run` until node b executes a rollout shard, then SIGKILL node b's raylet; record how the run
     failed and what it committed; start node b again and `rla resume` the run."""
@@ -373,7 +368,7 @@ def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     """Updates under Ray Train's TorchTrainer, one worker per node (issue 29):
 
     * ``probe``: two workers create an ``Accelerator`` with the environment derived from
-      ``infra/accelerate/ddp.yaml`` and dtype bf16 (``trainer.accelerate_env``), and without it;
+      ``infra/accelerate/ddp.yaml`` and dtype bf16 (``trainer.accelerate_env``);
     * ``failing``: an update of a broken checkpoint, to see how a failing rank surfaces;
     * ``ddp_setup``: the DDP test's update on both nodes against one process;
     * ``run``: `rla run` with ``training.processes=2`` (its train stages on both nodes), and how many
@@ -390,17 +385,16 @@ def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
         backend=ClusterBackend.RAY, address=cluster.address, workers=2, resources={SHARD_RESOURCE: 1}
     )
     work = cluster.temp_dir.parent / "train-on-ray"
-    for name, env in (("passed_on", accelerate_env("ddp", 2, "bf16")), ("not_passed_on", {})):
-        out = work / f"probe-{name}"
-        out.mkdir(parents=True)
-        error = run_train_workers(
-            cfg, WORKER_MODULE, [str(out)], processes=2, use_gpu=False, env={**env, "OMP_NUM_THREADS": "1"},
-            storage=out, entry=_accelerate_probe,
-        )  # fmt: skip
-        report[f"probe_{name}"] = {
-            "error": error,
-            "ranks": [json.loads(f.read_text()) for f in sorted(out.glob("rank-*.json"))],
-        }
+    out = work / "probe"
+    out.mkdir(parents=True)
+    error = run_train_workers(
+        cfg, WORKER_MODULE, [str(out)], processes=2, use_gpu=False,
+        env={**accelerate_env("ddp", 2, "bf16"), "OMP_NUM_THREADS": "1"}, storage=out, entry=_accelerate_probe,
+    )  # fmt: skip
+    report["probe"] = {
+        "error": error,
+        "ranks": [json.loads(f.read_text()) for f in sorted(out.glob("rank-*.json"))],
+    }
     broken = work / "broken"
     shutil.copytree(spec["checkpoint"], broken)
     (broken / "model.safetensors").write_bytes(b"not a safetensors file")
@@ -437,7 +431,7 @@ def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-SCENARIOS = {"whole_run": whole_run, "lost_node": lost_node, "train_on_ray": train_on_ray}
+SCENARIOS = {"lost_node": lost_node, "train_on_ray": train_on_ray}
 
 
 def main() -> None:

@@ -3,20 +3,18 @@
 Every test that starts Ray runs it inside a private network namespace that has only `lo` (`unshare
 -n`, then `ip link set lo up`): an embedded Ray in the `rla` process with
 `cluster.node_ip_address=127.0.0.1`, or two raylets and the `rla` process together
-(`tests/cluster/two_nodes.py`, every port pinned). Ray would otherwise bind the machine's interface
+(`tests/cluster/two_nodes.py`, every port pinned; those slow tests are in tests/flows/test_two_nodes.py). Ray would otherwise bind the machine's interface
 address. Ray is never stopped by name: an embedded Ray stops with the `rla` process that started it,
 the raylets are stopped by their sessions, and each test checks that none of their processes is left.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -106,87 +104,3 @@ def test_a_local_run_continued_on_ray_with_3_shards_reruns_nothing_and_equals_th
     assert_same_artifacts(
         parquet_artifacts(store, run_id), parquet_artifacts(ArtifactStore(str(base_root)), run_id)
     )
-
-
-def on_two_nodes(flow_env: FlowEnv, scenario: str, spec: dict[str, Any], *, timeout: float) -> dict[str, Any]:
-    """Run a scenario of tests/cluster/two_nodes.py (two raylets and `rla`, all in one namespace with only
-    loopback) and return its report; it has stopped its raylets, and lists what of ours is left."""
-    work = flow_env.base / f"two-nodes-{scenario}"
-    work.mkdir()
-    (work / "spec.json").write_text(json.dumps(spec))
-    script = shlex.join(
-        [
-            sys.executable,
-            "-m",
-            "tests.cluster.two_nodes",
-            scenario,
-            str(work / "spec.json"),
-            str(work / "report.json"),
-        ]
-    )
-    proc, left = run_in_session(
-        ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {script}"],
-        cwd=flow_env.base, env=flow_env.ephemeral().env, timeout=timeout,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"{scenario} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    assert left == []
-    report: dict[str, Any] = json.loads((work / "report.json").read_text())
-    assert "error" not in report, report
-    return report
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1500)  # above the scenario's own limits: a whole run on a loaded 2-core machine
-def test_a_whole_run_on_a_two_node_ray_cluster_equals_the_local_run(
-    flow_env: FlowEnv, base_run: tuple[Path, str]
-) -> None:
-    """Two raylets on loopback (`ray start --head` + `ray start --address`), each offering one
-    `rla_shard`; with cluster.resources={rla_shard: 1} and 2 workers, every sharded stage puts one shard
-    on each node. The whole 2-iteration run (updates in the driver's process) writes the local run's
-    artifacts byte for byte, and no raylet, actor or server of ours is left."""
-    base_root, run_id = base_run
-    root = flow_env.base / "ray-two-nodes"
-    spec = {"rla": ["run", "--preset", "test", *flow_env.settings(root), "--run-id", run_id], "timeout": 1200}
-    report = on_two_nodes(flow_env, "whole_run", spec, timeout=1400)
-    assert report["run"]["rc"] == 0, report["run"]["stderr"]
-    assert_same_artifacts(
-        parquet_artifacts(ArtifactStore(str(root)), run_id),
-        parquet_artifacts(ArtifactStore(str(base_root)), run_id),
-    )
-    assert report["left"] == []
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_a_node_lost_mid_rollout_fails_the_stage_naming_it_and_resume_finishes_the_run(
-    flow_env: FlowEnv, base_run: tuple[Path, str]
-) -> None:
-    """On the two-node cluster, the raylet of node b is SIGKILLed while it executes iteration 1's second
-    rollout shard. The stage fails with a ClusterError naming the shard and the node, and nothing of it is
-    committed; once node b is started again, `rla resume` finishes the run, and its artifacts equal the
-    uninterrupted local run's. Nothing of ours is left: not the failed `rla`'s Prefect server, nor
-    any actor, raylet or Ray agent."""
-    base_root, run_id = base_run
-    root = flow_env.base / "ray-lost-node"
-    spec = {
-        "rla": ["run", "--preset", "test", *flow_env.settings(root), "--run-id", run_id],
-        "resume": ["resume", run_id, "--root", str(root)],
-        "root": str(root), "run_id": run_id, "kill_in_iteration": 1, "timeout": 750,
-    }  # fmt: skip
-    report = on_two_nodes(flow_env, "lost_node", spec, timeout=1700)
-    failed = report["run"]
-    assert failed["rc"] != 0
-    assert "ClusterError: rollout shard 2/2 on node 127.0.0.1" in failed["stderr"], failed["stderr"]
-    assert "was lost" in failed["stderr"] and "rla resume" in failed["stderr"]
-    assert sorted(map(tuple, report["committed_after_failure"])) == [
-        (0, "bootstrap"),
-        (0, "evaluate"),
-        (0, "seed_tasks"),
-    ]  # no manifest for the failed rollout
-    assert report["ours_left_of_the_run"] == []
-    assert report["resume"]["rc"] == 0, report["resume"]["stderr"]
-    assert_same_artifacts(
-        parquet_artifacts(ArtifactStore(str(root)), run_id),
-        parquet_artifacts(ArtifactStore(str(base_root)), run_id),
-    )
-    assert report["left"] == []

@@ -172,7 +172,7 @@ def test_accelerate_settings_reach_workers_accelerate_does_not_launch() -> None:
     The YAML's own settings come through (FSDP's sharding, DeepSpeed's ZeRO stage), the command line
     overrides the YAML's mixed precision (fsdp.yaml says bf16; fp32 gives 'no'), and an Accelerator
     created in a fresh process with only that environment — as in a Ray Train worker — reports bf16
-    (without it: 'no', tests/flows/test_ray_train.py). The two-node run under TorchTrainer is there too.
+    (without it the issue's probe saw 'no'). The two-node run under TorchTrainer: tests/flows/test_two_nodes.py.
     """
     import yaml
 
