@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rla_core.cluster.ray_session import _embedded_init, _generator_of, shard_needs, stage_needs
+from rla_core.cluster.ray_session import _embedded_init, _generator_of, _shortfall, shard_needs, stage_needs
 from rla_core.config import ClusterConfig, ConfigError, RunConfig, load_config, speed_only
 from rla_core.errors import ClusterError
 from rla_core.models.generator import GeneratorSpec
@@ -92,3 +92,13 @@ def test_bad_replica_counts_are_config_errors_that_name_the_key() -> None:
         _cfg("cluster.replicas.judge=2")
     with pytest.raises(ConfigError, match=r"role 'judge' has no cluster\.replicas entry"):
         ClusterConfig().replicas_for("judge")
+
+
+def test_a_stage_too_big_for_the_cluster_names_what_it_lacks() -> None:
+    cfg = _cfg(
+        "models.serving.backend=vllm", PAPER_TP, "cluster.gpus_per_worker=1", "cluster.replicas.policy=3"
+    )
+    needs = stage_needs(cfg.cluster, _spec(cfg, "policy"), cfg.cluster.replicas_for("policy"))
+    eight_gpus = {"CPU": 16.0, "GPU": 8.0, "memory": 1e11}
+    assert _shortfall(needs, eight_gpus) == "12 GPU needed, 8 in all"  # 3 TP-4 replicas on 8 GPUs
+    assert _shortfall(stage_needs(cfg.cluster, _spec(cfg, "policy"), 2), eight_gpus) == ""
