@@ -330,10 +330,10 @@ def _shortfall(needs: dict[str, float], has: dict[str, float]) -> str:
 
 
 def _fix(generator: GeneratorSpec | None) -> str:
-    role = f"cluster.replicas.{generator.role}" if generator is not None else "cluster.workers"
-    tp = (
-        f", models.serving.tensor_parallel.{generator.role} (the GPUs of one vLLM replica)"
-        if generator is not None
-        else ""
+    if generator is None:
+        return "Add nodes, or lower cluster.workers or the per-worker resources"
+    role = generator.role
+    return (
+        f"Add nodes or GPUs, or lower cluster.replicas.{role} (null: cluster.workers), the per-worker "
+        f"resources, or models.serving.tensor_parallel.{role} (the GPUs of one vLLM replica)"
     )
-    return f"Add nodes or GPUs, or lower {role} (or cluster.workers){tp} or the per-worker resources"
