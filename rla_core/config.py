@@ -509,6 +509,14 @@ class ClusterBackend(StrEnum):
     RAY = "ray"
 
 
+class RoleReplicas(_Section):
+    """Shards (replicas of the stage's input checkpoint) per generating role; null: ``cluster.workers``."""
+
+    policy: int | None = Field(None, ge=1, description="Rollout and evaluate shards.")
+    reward: int | None = Field(None, ge=1, description="Judge shards.")
+    environment: int | None = Field(None, ge=1, description="Shards generating with the environment model.")
+
+
 class ClusterConfig(_Section):
     """Sharding generating stages and running updates over Ray (docs/cluster.md). Every key is speed-only
     (SPEED_ONLY_KEYS)."""
@@ -516,7 +524,7 @@ class ClusterConfig(_Section):
     backend: ClusterBackend = Field(
         ClusterBackend.LOCAL,
         description="'local': each stage plays, judges and evaluates in its own process; 'ray': it splits its "
-        "work into 'workers' deterministic shards, one Ray actor each, and merges them in canonical order, "
+        "work into deterministic shards ('replicas' of its role, else 'workers'), one Ray actor each, and merges them in canonical order, "
         "and multi-process updates (training.processes > 1, fsdp, deepspeed) run as training.processes Ray "
         "Train workers with the per-worker resources below instead of `accelerate launch`.",
     )
@@ -525,9 +533,25 @@ class ClusterConfig(_Section):
         description="null: start an embedded Ray for this process (stopped at exit); 'auto' or 'ray://host:port' "
         "or 'host:port': attach to a running cluster.",
     )
-    workers: int = Field(2, ge=1, description="Shards (one Ray actor each) per generating stage.")
+    workers: int = Field(
+        2,
+        ge=1,
+        description="Shards (one Ray actor each) per generating stage, unless 'replicas' sets its role's "
+        "count; also the Ray workers of sandboxed executions.",
+    )
+    replicas: RoleReplicas = Field(
+        default_factory=lambda: RoleReplicas(),
+        description="Shards per generating stage by the role it generates with (policy: rollout and "
+        "evaluate; reward: judge), each serving the stage's input checkpoint; null: 'workers'.",
+    )
     cpus_per_worker: float = Field(1.0, gt=0.0, description="Ray CPUs reserved by each shard's actor.")
-    gpus_per_worker: float = Field(0.0, ge=0.0, description="Ray GPUs reserved by each shard's actor.")
+    gpus_per_worker: float = Field(
+        0.0,
+        ge=0.0,
+        description="Ray GPUs reserved by each actor that computes in its own process (transformers "
+        "shards, Ray Train workers). Above 0 also puts vLLM shards on GPUs: each reserves its role's "
+        "models.serving.tensor_parallel GPUs (0: the CPU vLLM build, no GPUs).",
+    )
     resources: dict[str, float] = Field(
         default_factory=dict,
         description="Custom Ray resources each actor needs, e.g. {'rla_worker': 1} on nodes started with "
@@ -539,6 +563,19 @@ class ClusterConfig(_Section):
     start_timeout_s: float = Field(
         120.0, gt=0.0, description="Seconds to wait for the shard actors to start."
     )
+
+    def replicas_for(self, role: str) -> int:
+        """Shards of a stage that generates with ``role``: ``replicas.<role>``, or ``workers`` when null."""
+        if str(role) not in RoleReplicas.model_fields:
+            raise ConfigError(
+                f"role {role!r} has no cluster.replicas entry; roles: {', '.join(RoleReplicas.model_fields)}"
+            )
+        count = getattr(self.replicas, str(role))
+        return self.workers if count is None else int(count)
+
+    def most_actors(self) -> int:
+        """The most shard actors one stage starts: what an embedded Ray is sized for."""
+        return max([self.workers, *(n for n in self.replicas.model_dump().values() if n is not None)])
 
 
 class TrackingConfig(_Section):

@@ -2,7 +2,7 @@
 
 The rollout, evaluate and judge stages call :func:`play_episodes` and :func:`judge_rollouts` instead of opening a
 generator themselves. With ``cluster.backend=local`` both open the stage's generator here and do the
-work in this process. With ``ray`` the work is cut into ``cluster.workers`` contiguous shards of its
+work in this process. With ``ray`` the work is cut into ``cluster.replicas_for(role)`` contiguous shards of its
 canonical order (:mod:`rla_core.cluster.shards`); each shard runs on its own Ray actor, which opens
 its own environment (games, browsers) and a generator over exactly the stage's input checkpoint, and
 the driver concatenates the shards' frames in shard order. Every row is sampled from its own seeded
@@ -43,7 +43,7 @@ def play_episodes(
     from rla_core.cluster.shards import episode_shards
 
     sharded = cluster.backend is ClusterBackend.RAY and setting is not Setting.CODING
-    shards = episode_shards(request, cluster.workers) if sharded else []
+    shards = episode_shards(request, cluster.replicas_for(generator.role)) if sharded else []
     if not shards:  # local, coding (generation not sharded yet; its executions fan out), or nothing to play
         if setting is Setting.CODING:
             request = replace(request, cluster=cluster)
@@ -99,7 +99,7 @@ def judge_rollouts(
     """'judgments' of every step of ``rollouts`` (:func:`rla_core.envs.judge.judge_steps` arguments)."""
     from rla_core.cluster.shards import split_even
 
-    parts = split_even(rollouts.height, cluster.workers)
+    parts = split_even(rollouts.height, cluster.replicas_for(generator.role))
     if cluster.backend is ClusterBackend.LOCAL or len(parts) <= 1:
         return _judge_here(rollouts, generator, judge_args)
     from rla_core.cluster.ray_session import run_shards

