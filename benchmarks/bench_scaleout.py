@@ -40,7 +40,7 @@ from rla_core.envs.alfworld.env import AlfworldEnv
 from rla_core.envs.demos import corpus_texts
 from rla_core.models.bootstrap import ensure_tiny_model
 from rla_core.models.generator import GeneratorSpec
-from rla_core.stage_inputs import RolloutInputs, RolloutRequest
+from rla_core.stage_inputs import RolloutInputs, RolloutRequest, TextGameEnv, expect_section
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,16 +54,30 @@ def _load() -> list[float]:
 
 
 def _timed_play(request: RolloutRequest, generator: GeneratorSpec) -> dict[str, Any]:
-    """One shard of the profile pass, as ``rla_core.cluster._play_here`` plays it, with timers: seconds to
-    open the generator (model load) and to play, in the actor."""
-    from rla_core.settings import adapter_for
+    """One shard of the profile pass, as ``rla_core.cluster._play_here`` plays it (the adapter's own
+    environment, :func:`run_rollouts`), with timers, in the actor: seconds to open the generator (model
+    load) and to play; of playing, generation, the engine's steps (which include the expert labels'
+    plan searches, also given apart) and the rest (opening the games, building the frame); and the
+    process's CPU seconds while playing — below the wall seconds when the worker waited for a core."""
+    from rla_core.envs.rollout import RolloutTimings, run_rollouts
+    from rla_core.settings.textgame import TextGameSetting
 
     t0 = time.perf_counter()
     with generator.open() as gen:
         t1 = time.perf_counter()
-        frames = adapter_for(Setting.TEXTGAME).rollout(request, generator=gen)
+        env = TextGameSetting().env(expect_section(request.env, TextGameEnv))
+        timings = RolloutTimings()
+        cpu = time.process_time()
+        frame = run_rollouts(request, env=env, generator=gen, timings=timings)
+        cpu = time.process_time() - cpu
         t2 = time.perf_counter()
-    return {"open_s": t1 - t0, "play_s": t2 - t1, "steps": frames["rollouts"].height, "pid": os.getpid()}
+    plans = env.plans.stats if isinstance(env, AlfworldEnv) else None
+    return {
+        "open_s": t1 - t0, "play_s": t2 - t1, "generation_s": timings.generation_s,
+        "engine_s": timings.engine_s, "plan_search_s": plans.seconds if plans else 0.0,
+        "plan_searches": plans.searches if plans else 0, "other_s": t2 - t1 - timings.generation_s - timings.engine_s,
+        "play_cpu_s": cpu, "steps": frame.height, "pid": os.getpid(),
+    }  # fmt: skip
 
 
 def main() -> None:
