@@ -6,7 +6,7 @@ Ray bound to 127.0.0.1 serves every replay (each replay attaches to it: no Ray r
 counts) and stops when this process exits. Each stage body runs as `rla` runs it — its typed slice of the
 run's config with ``cluster.backend=ray`` and ``cluster.workers`` set, its seed, the committed attempts
 it took as inputs (read from ROOT, never written there) — and commits into a scratch store under OUT.
-REPORT (JSON) lists, per ``"<stage>@<workers>"``, each frame's path and whether its sha256 equals the
+REPORT (JSON) lists, per ``"<stage>/workers=<n>"``, each frame's path and whether its sha256 equals the
 committed attempt's: Parquet byte for byte.
 """
 
@@ -72,7 +72,9 @@ def main() -> None:
                     ctx.cleanup()
                 replayed = writer.commit("replay", inputs=committed.inputs)
             want = {e.path: e.sha256 for e in committed.artifacts}
-            report[f"{name}@{workers}"] = {e.path: want.get(e.path) == e.sha256 for e in replayed.artifacts}
+            report[f"{name}/workers={workers}"] = {
+                e.path: want.get(e.path) == e.sha256 for e in replayed.artifacts
+            }
     Path(report_path).write_text(json.dumps(report, indent=1))
 
 

@@ -108,42 +108,6 @@ def test_a_local_run_continued_on_ray_with_3_shards_reruns_nothing_and_equals_th
     )
 
 
-def test_rollout_judge_and_evaluate_on_1_and_2_shards_equal_the_local_run(
-    flow_env: FlowEnv, base_run: tuple[Path, str]
-) -> None:
-    """The local base run's iteration-2 rollout, judge and evaluate stage bodies, replayed on one embedded
-    Ray with 1 and then 2 shards (tests/cluster/stages_on_ray.py: each body with its committed inputs,
-    committed into a scratch store), write every frame byte for byte like the local run (3 shards: the
-    test above)."""
-    base_root, run_id = base_run
-    work = flow_env.base / "ray-replayed"
-    script = shlex.join(
-        [
-            sys.executable,
-            "-m",
-            "tests.cluster.stages_on_ray",
-            str(base_root),
-            run_id,
-            "2",
-            str(work),
-            str(work / "report.json"),
-        ]
-    )
-    proc, left = run_in_session(
-        ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {script}"],
-        cwd=flow_env.base, env=flow_env.ephemeral().env, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    assert left == []
-    report = json.loads((work / "report.json").read_text())
-    frames = {"rollout": ["rollouts.parquet"], "judge": ["judgments.parquet"], "evaluate": ["eval.parquet"]}
-    assert report == {
-        f"{stage}@{workers}": dict.fromkeys(names, True)
-        for workers in (1, 2)
-        for stage, names in frames.items()
-    }
-
-
 def on_two_nodes(flow_env: FlowEnv, scenario: str, spec: dict[str, Any], *, timeout: float) -> dict[str, Any]:
     """Run a scenario of tests/cluster/two_nodes.py (two raylets and `rla`, all in one namespace with only
     loopback) and return its report; it has stopped its raylets, and lists what of ours is left."""
