@@ -152,7 +152,8 @@ class ShardedGenerator:
         >>> ray2 = ClusterConfig(backend=ClusterBackend.RAY, workers=2)
         >>> with stage_generator(spec, ray2) as gen:  # prompts 0-1 on one actor, 2 on the other
         ...     out = gen.generate(["a", "b", "c"], n=2, sampling=SamplingConfig(), seed=7)
-        >>> out == spec_opened_here.generate(["a", "b", "c"], n=2, sampling=SamplingConfig(), seed=7)
+        >>> with spec.open() as here:  # the same samples, row for row
+        ...     out == here.generate(["a", "b", "c"], n=2, sampling=SamplingConfig(), seed=7)
         True
     """
 
