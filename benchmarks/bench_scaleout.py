@@ -5,7 +5,8 @@ calls) on the ``alfworld`` preset's engine with the tiny policy: in this process
 local``), then on an embedded Ray with 1 and with 2 workers (one CPU each). Every configuration must
 give the same frames (checked); the speed-up is Ray-1 wall / Ray-2 wall (both pay actor start-up).
 A profile pass then runs the same shards through ``run_shards`` with a timed body, to say where the
-time goes: actor start-up, opening the generator (model load), playing, and the driver's merge.
+time goes: actor start-up, opening the generator (model load), playing (split into generation,
+engine steps and expert plan searches, with the actor's CPU seconds), and the driver's merge.
 
 ``threads=1`` for every configuration (one torch thread per worker: 2 workers fill the 2 cores; the
 thread count is part of the rollout key, so it must be the same everywhere to compare frames).
