@@ -20,8 +20,8 @@ from tests.flows.conftest import FlowEnv
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
 
 
-@pytest.mark.slow  # 7 min 39 s (replaying iteration 1) under load average 14-16 (other helpers' tests, a study):
-# over the default suite's ~15 s per new test, though it is the issue's default-suite check (report)
+@pytest.mark.slow  # the script alone: 2 min 13 s at load average 2.6-4.7 (7 min 39 s at 14-16), far
+# over the default suite's ~15 s per new test, though the issue asks this check there (report)
 @pytest.mark.timeout(1200)
 def test_rollout_judge_and_evaluate_on_1_and_2_shards_equal_the_local_run(
     flow_env: FlowEnv, base_run: tuple[Path, str]
