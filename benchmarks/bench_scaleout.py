@@ -5,7 +5,8 @@ calls) on the ``alfworld`` preset's engine with the tiny policy: in this process
 local``), then on an embedded Ray with 1 and with 2 workers (one CPU each). Every configuration must
 give the same frames (checked); the speed-up is Ray-1 wall / Ray-2 wall (both pay actor start-up).
 A profile pass then runs the same shards through ``run_shards`` with a timed body, to say where the
-time goes: actor start-up, opening the generator (model load), playing, and the driver's merge.
+time goes: actor start-up, opening the generator (model load), playing (split into generation,
+engine steps and expert plan searches, with the actor's CPU seconds), and the driver's merge.
 
 ``threads=1`` for every configuration (one torch thread per worker: 2 workers fill the 2 cores; the
 thread count is part of the rollout key, so it must be the same everywhere to compare frames).
@@ -40,7 +41,7 @@ from rla_core.envs.alfworld.env import AlfworldEnv
 from rla_core.envs.demos import corpus_texts
 from rla_core.models.bootstrap import ensure_tiny_model
 from rla_core.models.generator import GeneratorSpec
-from rla_core.stage_inputs import RolloutInputs, RolloutRequest
+from rla_core.stage_inputs import RolloutInputs, RolloutRequest, TextGameEnv, expect_section
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,16 +55,30 @@ def _load() -> list[float]:
 
 
 def _timed_play(request: RolloutRequest, generator: GeneratorSpec) -> dict[str, Any]:
-    """One shard of the profile pass, as ``rla_core.cluster._play_here`` plays it, with timers: seconds to
-    open the generator (model load) and to play, in the actor."""
-    from rla_core.settings import adapter_for
+    """One shard of the profile pass, as ``rla_core.cluster._play_here`` plays it (the adapter's own
+    environment, :func:`run_rollouts`), with timers, in the actor: seconds to open the generator (model
+    load) and to play; of playing, generation, the engine's steps (which include the expert labels'
+    plan searches, also given apart) and the rest (opening the games, building the frame); and the
+    process's CPU seconds while playing — below the wall seconds when the worker waited for a core."""
+    from rla_core.envs.rollout import RolloutTimings, run_rollouts
+    from rla_core.settings.textgame import TextGameSetting
 
     t0 = time.perf_counter()
     with generator.open() as gen:
         t1 = time.perf_counter()
-        frames = adapter_for(Setting.TEXTGAME).rollout(request, generator=gen)
+        env = TextGameSetting().env(expect_section(request.env, TextGameEnv))
+        timings = RolloutTimings()
+        cpu = time.process_time()
+        frame = run_rollouts(request, env=env, generator=gen, timings=timings)
+        cpu = time.process_time() - cpu
         t2 = time.perf_counter()
-    return {"open_s": t1 - t0, "play_s": t2 - t1, "steps": frames["rollouts"].height, "pid": os.getpid()}
+    plans = env.plans.stats if isinstance(env, AlfworldEnv) else None
+    return {
+        "open_s": t1 - t0, "play_s": t2 - t1, "generation_s": timings.generation_s,
+        "engine_s": timings.engine_s, "plan_search_s": plans.seconds if plans else 0.0,
+        "plan_searches": plans.searches if plans else 0, "other_s": t2 - t1 - timings.generation_s - timings.engine_s,
+        "play_cpu_s": cpu, "steps": frame.height, "pid": os.getpid(),
+    }  # fmt: skip
 
 
 def main() -> None:

@@ -393,6 +393,7 @@ class JudgeInputs(StageInputs):
 class WriteTestsInputs(StageInputs):
     setting: Setting  # every slice with a setting-named section reads the setting (it fills that section)
     threads: int
+    cluster: ClusterConfig  # speed only: where the unit tests are sampled
     models: GenerationModels
     coding: CodingUnitTests | None
 
@@ -413,6 +414,7 @@ class LabelInputs(StageInputs):
 class AdaptInputs(StageInputs):
     setting: Setting
     threads: int
+    cluster: ClusterConfig  # speed only: where the coding environment model samples its rewrites
     adaptation: AdaptationConfig
     models: AdaptModels
     rollout: RolloutSteps

@@ -9,17 +9,23 @@ the driver concatenates the shards' frames in shard order. Every row is sampled 
 stream, so the result equals the local one byte for byte, whatever the shard count, and every
 ``cluster`` key stays out of stage keys (``SPEED_ONLY_KEYS``).
 
+The coding stages sample one batched generation call each (the rollout's programs, write_tests' unit
+tests, adapt's rewrites): they open :func:`stage_generator`, which with ``ray`` is a
+:class:`ShardedGenerator` — ``generate`` cuts its prompts into contiguous shards, each sampled on its
+own actor by a generator over the same checkpoint, with prompt i seeded exactly as one local call seeds
+it (``seeds[i]``, or ``seed + i``), so the samples are the local ones whatever the shard count.
 Sandboxed executions (the coding rollout's GT tests, the execute stage) fan out through
 :func:`rla_core.cluster.ray_session.run_batches`: contiguous batches of the jobs, one per Ray worker,
-results concatenated in job order (``Sandbox(cluster=…)``, :mod:`rla_core.sandbox.runner`). The
-coding rollout's one generation call over every problem is not sharded yet: it runs in the stage's
-process. Multi-process policy and reward-model updates run under Ray Train
+results concatenated in job order (``Sandbox(cluster=…)``, :mod:`rla_core.sandbox.runner`).
+Multi-process policy and reward-model updates run under Ray Train
 (:mod:`rla_core.cluster.ray_train`, called by :func:`rla_core.models.trainer.rl_update`).
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,13 +33,15 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from rla_core.config import ClusterBackend, ClusterConfig, Setting
+from rla_core.errors import ModelError
 from rla_core.schemas import validate
 
 if TYPE_CHECKING:
-    from rla_core.models.generator import GeneratorSpec
+    from rla_core.config import SamplingConfig
+    from rla_core.models.generator import Generation, Generator, GeneratorSpec
     from rla_core.stage_inputs import RolloutRequest
 
-__all__ = ["judge_rollouts", "play_episodes"]
+__all__ = ["ShardedGenerator", "judge_rollouts", "play_episodes", "stage_generator"]
 
 
 def play_episodes(
@@ -41,12 +49,18 @@ def play_episodes(
 ) -> dict[str, pl.DataFrame]:
     """The setting's rollout frames for ``request`` (side files under ``request.workdir/files``)."""
     from rla_core.cluster.shards import episode_shards
+    from rla_core.settings import adapter_for
 
-    sharded = cluster.backend is ClusterBackend.RAY and setting is not Setting.CODING
-    shards = episode_shards(request, cluster.replicas_for(generator.role)) if sharded else []
-    if not shards:  # local, coding (generation not sharded yet; its executions fan out), or nothing to play
-        if setting is Setting.CODING:
-            request = replace(request, cluster=cluster)
+    if setting is Setting.CODING:  # one generation call over every problem: its prompts shard, and
+        # its GT executions fan out over the same cluster (Sandbox(cluster=…))
+        with stage_generator(generator, cluster) as gen:
+            return adapter_for(setting).rollout(replace(request, cluster=cluster), generator=gen)
+    shards = (
+        episode_shards(request, cluster.replicas_for(generator.role))
+        if cluster.backend is ClusterBackend.RAY
+        else []
+    )
+    if not shards:  # local, or nothing to play
         return _play_here(setting, request, generator, False)[0]
     from rla_core.cluster.ray_session import run_shards
 
@@ -114,3 +128,90 @@ def _judge_here(rollouts: pl.DataFrame, generator: GeneratorSpec, judge_args: di
 
     with generator.open() as gen:
         return judge_steps(rollouts, generator=gen, **judge_args)
+
+
+@contextmanager
+def stage_generator(generator: GeneratorSpec, cluster: ClusterConfig) -> Iterator[Generator]:
+    """The stage's generator: opened here (``local``), or a :class:`ShardedGenerator` (``ray``)."""
+    if cluster.backend is ClusterBackend.LOCAL:
+        with generator.open() as gen:
+            yield gen
+    else:
+        yield ShardedGenerator(generator, cluster)
+
+
+class ShardedGenerator:
+    """A :class:`~rla_core.models.generator.Generator` whose ``generate`` samples on Ray actors.
+
+    The prompts are cut into ``cluster.replicas_for(role)`` contiguous shards (:func:`~rla_core.cluster.shards.split_even`);
+    each shard runs on its own actor, which opens ``spec`` (the same checkpoint, backend and torch threads)
+    and samples its prompts with their seeds as one local call over every prompt would: ``seeds[i]``, or
+    ``seed + i`` with i the prompt's index in the whole call. A generator's sample j of prompt i depends
+    only on (prompt i, its seed, j), so the results, concatenated in shard order, are the local ones.
+    Meant for stages that sample one batched call (each call starts its actors and loads the model in
+    each). ``format_prompt`` renders here, with the checkpoint's own tokenizer, what the generator in an
+    actor would render.
+
+    Example:
+        >>> ray2 = ClusterConfig(backend=ClusterBackend.RAY, workers=2)
+        >>> with stage_generator(spec, ray2) as gen:  # prompts 0-1 on one actor, 2 on the other
+        ...     out = gen.generate(["a", "b", "c"], n=2, sampling=SamplingConfig(), seed=7)
+        >>> with spec.open() as here:  # the same samples, row for row
+        ...     out == here.generate(["a", "b", "c"], n=2, sampling=SamplingConfig(), seed=7)
+        True
+    """
+
+    def __init__(self, spec: GeneratorSpec, cluster: ClusterConfig) -> None:
+        self.spec = spec
+        self.cluster = cluster
+        self._chat: Callable[[str], str] | None = None
+        if spec.models.serving.chat_template:  # as both generator backends do (chat_template on)
+            from transformers import AutoTokenizer
+
+            from rla_core.models.generator import chat_formatter
+
+            self._chat = chat_formatter(AutoTokenizer.from_pretrained(spec.checkpoint))
+
+    def format_prompt(self, prompt: str) -> str:
+        """``prompt`` in the model's chat markup when that is switched on and available, else unchanged."""
+        return self._chat(prompt) if self._chat is not None else prompt
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int,
+        sampling: SamplingConfig,
+        seed: int,
+        seeds: Sequence[int] | None = None,
+    ) -> list[list[Generation]]:
+        """``result[i][j]`` is sample j of prompt i, drawn on the actor of the shard holding prompt i."""
+        from rla_core.cluster.ray_session import run_shards
+        from rla_core.cluster.shards import split_even
+
+        per_prompt = list(seeds) if seeds is not None else [seed + i for i in range(len(prompts))]
+        if len(per_prompt) != len(prompts):
+            raise ModelError(
+                f"seeds has {len(per_prompt)} entries for {len(prompts)} prompts: pass exactly one int per prompt"
+            )
+        parts = split_even(len(prompts), self.cluster.replicas_for(self.spec.role))
+        payloads = [
+            (self.spec, [prompts[i] for i in part], n, sampling, [per_prompt[i] for i in part])
+            for part in parts
+        ]
+        if not payloads:
+            return []
+        results = run_shards(
+            self.cluster, _generate_here, payloads, threads=self.spec.threads, what="generation shard"
+        )
+        return [samples for shard in results for samples in shard]
+
+    def close(self) -> None:
+        """Nothing held: each ``generate`` call's actors end with it."""
+
+
+def _generate_here(
+    spec: GeneratorSpec, prompts: list[str], n: int, sampling: SamplingConfig, seeds: list[int]
+) -> list[list[Generation]]:
+    with spec.open() as gen:
+        return gen.generate(prompts, n=n, sampling=sampling, seed=seeds[0], seeds=seeds)
