@@ -33,11 +33,12 @@ from rla_core.stage_inputs import (
     need,
 )
 
+SHARDS = (2,)  # contiguous prompt slices with their seeds' offsets; 1 shard is the same code with one slice
 CONFIGS = {
     "local": ClusterConfig(),
     **{
         f"ray-{w}": ClusterConfig(backend=ClusterBackend.RAY, workers=w, node_ip_address="127.0.0.1")
-        for w in (1, 2)
+        for w in SHARDS
     },
 }
 

@@ -1,7 +1,7 @@
-"""Replay a committed run's rollout, judge and evaluate stages on an embedded Ray with 1 and 2 shards.
+"""Replay a committed run's rollout, judge and evaluate stages on an embedded Ray with given shard counts.
 
-``python -m tests.cluster.stages_on_ray ROOT RUN_ID ITERATION OUT REPORT``, started by
-tests/flows/test_ray_runs.py inside a private network namespace that has only `lo` (``unshare -n``). One
+``python -m tests.cluster.stages_on_ray ROOT RUN_ID ITERATION OUT REPORT SHARD_COUNTS`` (e.g. ``1,2``), started by
+tests/flows/test_ray_shard_counts.py inside a private network namespace that has only `lo` (``unshare -n``). One
 Ray bound to 127.0.0.1 serves every replay (each replay attaches to it: no Ray restart between shard
 counts) and stops when this process exits. Each stage body runs as `rla` runs it — its typed slice of the
 run's config with ``cluster.backend=ray`` and ``cluster.workers`` set, its seed, the committed attempts
@@ -42,7 +42,7 @@ def committed_refs(store: ArtifactStore, run_id: str) -> dict[str, StageRef]:
 
 
 def main() -> None:
-    root, run_id, iteration, out, report_path = sys.argv[1:6]
+    root, run_id, iteration, out, report_path, counts = sys.argv[1:7]
     it = int(iteration)
     store = ArtifactStore(root)
     base = load_run_config(store, run_id)
@@ -51,7 +51,7 @@ def main() -> None:
     ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
     address = ray.get_runtime_context().gcs_address
     report: dict[str, dict[str, bool]] = {}
-    for workers in (1, 2):
+    for workers in map(int, counts.split(",")):
         cluster = {"backend": "ray", "workers": workers, "address": address, "node_ip_address": "127.0.0.1"}
         run = RunContext(
             run_id=run_id, config=build_config({**base.model_dump(mode="json"), "cluster": cluster})

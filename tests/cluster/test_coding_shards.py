@@ -2,7 +2,7 @@
 
 The coding rollout's programs, write_tests' unit tests and adapt's rewrites are each sampled in one
 generation call; with ``cluster.backend=ray`` that call's prompts are cut into contiguous shards, one
-Ray actor each (``rla_core.cluster.ShardedGenerator``). With 1 and with 2 shards, every frame (rollouts,
+Ray actor each (``rla_core.cluster.ShardedGenerator``). With 2 shards, every frame (rollouts,
 their GT executions, unit_tests, proposals) is byte for byte what the stage's own process writes. The
 Ray side runs inside a private network namespace with only `lo` (tests/cluster/coding_on_ray.py).
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.coding_on_ray import SHARDS
 from tests.cluster.two_nodes import run_in_session
 
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
@@ -26,7 +27,7 @@ FRAMES = ("rollouts", "executions", "unit_tests", "proposals")
 
 @pytest.mark.slow  # 3.3 min under load average 6-10 on 2 cores: 12 actor starts (8 import torch and load the model)
 @pytest.mark.timeout(900)
-def test_coding_generation_on_1_and_2_shards_equals_the_local_one(tmp_path: Path) -> None:
+def test_coding_generation_on_2_shards_equals_the_local_one(tmp_path: Path) -> None:
     script = shlex.join([sys.executable, "-m", "tests.cluster.coding_on_ray", str(tmp_path)])
     proc, left = run_in_session(
         ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {script}"], cwd=REPO, timeout=600
@@ -35,5 +36,5 @@ def test_coding_generation_on_1_and_2_shards_equals_the_local_one(tmp_path: Path
     assert left == []
     for frame in FRAMES:
         local = (tmp_path / "local" / f"{frame}.parquet").read_bytes()
-        for shards in (1, 2):
+        for shards in SHARDS:
             assert (tmp_path / f"ray-{shards}" / f"{frame}.parquet").read_bytes() == local, (frame, shards)

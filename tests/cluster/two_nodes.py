@@ -341,36 +341,12 @@ def _watch_train_workers(cluster: TwoNodes, seen: dict[str, int], stop: threadin
             seen[name] = max(seen.get(name, 0), count)
 
 
-def _ddp_setup_on_two_nodes(checkpoint: Path, work: Path, placement: Any) -> dict[str, Any]:
-    """tests/models/test_trainer_placement.py's DDP update (its rows and config) in 1 process with one
-    torch thread and on two Ray Train workers (``placement``): how many weights differ, the largest
-    difference and the largest update."""
-    import torch
-    from safetensors.torch import load_file
-
-    from rla_core.config import LoraConfig, TrainConfig
-    from rla_core.models.trainer import rl_update
-    from tests.models.test_trainer_placement import ROWS
-
-    cfg = TrainConfig(lr=1e-3, update_per_step=2, micro_batch_size=1)
-    torch.set_num_threads(1)
-    rl_update(checkpoint, ROWS, cfg=cfg, out_dir=work / "one", seed=0, lora=LoraConfig())
-    rl_update(checkpoint, ROWS, cfg=cfg, out_dir=work / "two", seed=0, lora=LoraConfig(), placement=placement)
-    start, one, two = (load_file(d / "model.safetensors") for d in (checkpoint, work / "one", work / "two"))
-    return {
-        "unequal": sum(int((one[k] != two[k]).sum()) for k in one),
-        "max_abs_difference": max(float((one[k] - two[k]).abs().max()) for k in one),
-        "largest_update": max(float((one[k] - start[k]).abs().max()) for k in one),
-    }
-
-
 def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     """Updates under Ray Train's TorchTrainer, one worker per node (issue 29):
 
     * ``probe``: two workers create an ``Accelerator`` with the environment derived from
       ``infra/accelerate/ddp.yaml`` and dtype bf16 (``trainer.accelerate_env``);
     * ``failing``: an update of a broken checkpoint, to see how a failing rank surfaces;
-    * ``ddp_setup``: the DDP test's update on both nodes against one process;
     * ``run``: `rla run` with ``training.processes=2`` (its train stages on both nodes), and how many
       Ray Train workers each node ran at once meanwhile.
     """
@@ -413,7 +389,6 @@ def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
         report["failing"] = {"error": None}
     except ProcessError as exc:
         report["failing"] = {"error": str(exc), "out_exists": (work / "out").exists()}
-    report["ddp_setup"] = _ddp_setup_on_two_nodes(Path(spec["checkpoint"]), work, placement)
     ray_session.disconnect()
     seen: dict[str, int] = {}
     stop = threading.Event()

@@ -1,7 +1,8 @@
-"""Issue 27: the sharded stages on 1 and 2 shards equal the local run (3 shards: test_ray_runs.py).
+"""Issue 27: the sharded stages on 1 shard equal the local run (2 shards: the two-node run of
+tests/flows/test_two_nodes.py; 3 shards: test_ray_runs.py, default suite).
 
 The Ray side runs inside a private network namespace with only `lo` (tests/cluster/stages_on_ray.py),
-where one embedded Ray bound to 127.0.0.1 serves both shard counts and stops with the process.
+where one embedded Ray bound to 127.0.0.1 serves the replays and stops with the process.
 """
 
 from __future__ import annotations
@@ -17,17 +18,21 @@ import pytest
 from tests.cluster.two_nodes import run_in_session
 from tests.flows.conftest import FlowEnv
 
+# 1 shard (one actor holds the whole stage); 2 shards: the two-node run of tests/flows/test_two_nodes.py;
+# 3 shards: tests/flows/test_ray_runs.py (default suite).
+SHARD_COUNTS = (1,)
+
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
 
 
-@pytest.mark.slow  # the script alone: 2 min 13 s at load average 2.6-4.7 (7 min 39 s at 14-16), far
+@pytest.mark.slow  # 1 and 2 shards took 60 s in make test-slow on a quiet machine, far
 # over the default suite's ~15 s per new test, though the issue asks this check there (report)
 @pytest.mark.timeout(1200)
-def test_rollout_judge_and_evaluate_on_1_and_2_shards_equal_the_local_run(
+def test_rollout_judge_and_evaluate_on_1_shard_equal_the_local_run(
     flow_env: FlowEnv, base_run: tuple[Path, str]
 ) -> None:
     """The local base run's iteration-2 rollout, judge and evaluate stage bodies, replayed on one embedded
-    Ray with 1 and then 2 shards (tests/cluster/stages_on_ray.py: each body with its committed inputs,
+    Ray with 1 shard (tests/cluster/stages_on_ray.py: each body with its committed inputs,
     committed into a scratch store), write every frame byte for byte like the local run (3 shards:
     tests/flows/test_ray_runs.py, default suite)."""
     base_root, run_id = base_run
@@ -42,6 +47,7 @@ def test_rollout_judge_and_evaluate_on_1_and_2_shards_equal_the_local_run(
             "2",
             str(work),
             str(work / "report.json"),
+            ",".join(map(str, SHARD_COUNTS)),
         ]
     )
     proc, left = run_in_session(
@@ -54,6 +60,6 @@ def test_rollout_judge_and_evaluate_on_1_and_2_shards_equal_the_local_run(
     frames = {"rollout": ["rollouts.parquet"], "judge": ["judgments.parquet"], "evaluate": ["eval.parquet"]}
     assert report == {
         f"{stage}/workers={workers}": dict.fromkeys(names, True)
-        for workers in (1, 2)
+        for workers in SHARD_COUNTS
         for stage, names in frames.items()
     }

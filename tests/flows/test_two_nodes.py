@@ -146,9 +146,6 @@ def test_updates_under_ray_train_one_worker_per_node_match_one_process_and_accel
       ``accelerate_env('ddp', 2, 'bf16')`` derives from infra/accelerate/ddp.yaml (without it, the issue's
       probe saw 'no': nothing reads the YAML under TorchTrainer);
     * a failing rank fails the update with its own first line, and nothing is written;
-    * the DDP test of tests/models/test_trainer_placement.py (its rows and config) on two Ray Train
-      workers, one per node, equals its 1-process update bit for bit — that test's bound; its docstring
-      says why equality holds with one torch thread per process (2 threads // 2 workers here);
     * iteration 1 of the base run redone with training.processes=2 on the cluster runs its train stages
       as one Ray Train worker on each node; both checkpoints equal the same update run here by
       `accelerate launch` (2 processes) bit for bit, and the 1-process update within the bound stated
@@ -186,9 +183,6 @@ def test_updates_under_ray_train_one_worker_per_node_match_one_process_and_accel
     assert failing["error"] is not None and not failing["out_exists"]
     assert "training workers (ddp, 2 processes on Ray Train) failed: rank " in failing["error"]
     assert "safetensor" in failing["error"].lower()
-
-    ddp = report["ddp_setup"]  # the DDP test's bound: equal, bit for bit
-    assert ddp["largest_update"] > 1e-3 and ddp["unequal"] == 0, ddp
 
     assert report["run"]["rc"] == 0, report["run"]["stderr"]
     assert report["train_workers_per_node"] == {"head": 1, "b": 1}, report["train_workers_per_node"]
