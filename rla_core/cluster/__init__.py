@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from rla_core.config import ClusterBackend, ClusterConfig, Setting
-from rla_core.errors import ModelError
 from rla_core.schemas import validate
 
 if TYPE_CHECKING:
@@ -188,12 +187,9 @@ class ShardedGenerator:
         """``result[i][j]`` is sample j of prompt i, drawn on the actor of the shard holding prompt i."""
         from rla_core.cluster.ray_session import run_shards
         from rla_core.cluster.shards import split_even
+        from rla_core.models.generator import prompt_seeds
 
-        per_prompt = list(seeds) if seeds is not None else [seed + i for i in range(len(prompts))]
-        if len(per_prompt) != len(prompts):
-            raise ModelError(
-                f"seeds has {len(per_prompt)} entries for {len(prompts)} prompts: pass exactly one int per prompt"
-            )
+        per_prompt = prompt_seeds(prompts, seed, seeds)
         parts = split_even(len(prompts), self.cluster.replicas_for(self.spec.role))
         payloads = [
             (self.spec, [prompts[i] for i in part], n, sampling, [per_prompt[i] for i in part])

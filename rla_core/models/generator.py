@@ -210,7 +210,7 @@ def chat_formatter(tokenizer: Any) -> Callable[[str], str] | None:
     return render
 
 
-def _prompt_seeds(prompts: Sequence[str], seed: int, seeds: Sequence[int] | None) -> list[int]:
+def prompt_seeds(prompts: Sequence[str], seed: int, seeds: Sequence[int] | None) -> list[int]:
     """One seed per prompt: ``seeds`` as given (checked), else ``seed + i``."""
     if seeds is None:
         return [seed + i for i in range(len(prompts))]
@@ -313,7 +313,7 @@ class TransformersGenerator:
         RNG is neither used nor advanced.
         """
         sampling = _check_request(prompts, n, sampling)
-        per_prompt = _prompt_seeds(prompts, seed, seeds)
+        per_prompt = prompt_seeds(prompts, seed, seeds)
         expanded = [
             (p, sample_seed(s, j)) for p, s in zip(prompts, per_prompt, strict=True) for j in range(n)
         ]
@@ -539,7 +539,7 @@ class VllmServerGenerator:
         (though not the same samples).
         """
         sampling = _check_request(prompts, n, sampling)
-        per_prompt = _prompt_seeds(prompts, seed, seeds)
+        per_prompt = prompt_seeds(prompts, seed, seeds)
         bodies = [
             {
                 "model": self.model,
