@@ -8,7 +8,6 @@ invalid test, so each batch boundary falls between rows of different kinds.
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from rla_core.coding.execute import generated_tests_frame, gt_tests_frame, run_t
 from rla_core.coding.tasks import CodingTask, TestMethod
 from rla_core.coding.unit_tests import unit_test_rows
 from rla_core.sandbox.runner import Sandbox
-from tests.cluster.two_nodes import run_in_session
+from tests.cluster.two_nodes import run_in_netns
 
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
 
@@ -78,13 +77,11 @@ def test_executions_on_two_ray_workers_equal_the_thread_pools(tmp_path: Path) ->
     }
     programs.write_parquet(tmp_path / "programs.parquet")
     tests.write_parquet(tmp_path / "tests.parquet")
-    script = shlex.join(
+    argv = (
         [sys.executable, "-m", "tests.cluster.sandbox_on_ray", *(str(tmp_path / f) for f in
          ("programs.parquet", "tests.parquet", "ray.parquet"))]
     )  # fmt: skip
-    proc, left = run_in_session(
-        ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {script}"], cwd=REPO, timeout=600
-    )
+    proc, left = run_in_netns(argv, cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert left == []  # the embedded Ray stopped with the process that started it
     on_ray = pl.read_parquet(tmp_path / "ray.parquet")

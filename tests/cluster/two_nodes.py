@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -208,6 +209,20 @@ def run_in_session(
             _signal_session(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
     return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr), session_left(proc.pid)
+
+
+def run_in_netns(
+    argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """:func:`run_in_session` of ``argv`` inside a private network namespace that has only `lo`, up:
+    whatever it starts (Ray, servers) can bind loopback and nothing else."""
+    script = shlex.join(argv)
+    return run_in_session(
+        ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {script}"],
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def _signal_session(sid: int, sig: signal.Signals) -> None:

@@ -10,7 +10,6 @@ the raylets are stopped by their sessions, and each test checks that none of the
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import pytest
 from flows.runs import load_run_config
 from rla_core.config import build_config
 from rla_core.store import ArtifactStore
-from tests.cluster.two_nodes import run_in_session
+from tests.cluster.two_nodes import run_in_netns
 from tests.flows.conftest import FlowEnv
 from tests.flows.test_loop import attempt_dirs, attempts_in_use
 from tests.flows.test_reproducible import parquet_artifacts
@@ -40,9 +39,9 @@ def rla_in_netns(flow_env: FlowEnv, *args: str, timeout: float = 900) -> subproc
     """``rla *args`` in a network namespace with only loopback (what Ray binds stays on this machine), as
     the leader of a session of its own: nothing of that session (its embedded Ray, its Prefect server)
     may outlive it. It starts its own ephemeral Prefect server: the session's is outside the namespace."""
-    cli = shlex.join([sys.executable, "-m", "flows.cli", *args])
-    proc, left = run_in_session(
-        ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {cli}"],
+    argv = [sys.executable, "-m", "flows.cli", *args]
+    proc, left = run_in_netns(
+        argv,
         cwd=flow_env.base, env=flow_env.ephemeral().env, timeout=timeout,
     )  # fmt: skip
     assert proc.returncode == 0, f"rla {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"

@@ -8,14 +8,13 @@ where one embedded Ray bound to 127.0.0.1 serves the replays and stops with the 
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.two_nodes import run_in_session
+from tests.cluster.two_nodes import run_in_netns
 from tests.flows.conftest import FlowEnv
 
 # 1 shard (one actor holds the whole stage); 2 shards: the two-node run of tests/flows/test_two_nodes.py;
@@ -37,21 +36,19 @@ def test_rollout_judge_and_evaluate_on_1_shard_equal_the_local_run(
     tests/flows/test_ray_runs.py, default suite)."""
     base_root, run_id = base_run
     work = flow_env.base / "ray-replayed"
-    script = shlex.join(
-        [
-            sys.executable,
-            "-m",
-            "tests.cluster.stages_on_ray",
-            str(base_root),
-            run_id,
-            "2",
-            str(work),
-            str(work / "report.json"),
-            ",".join(map(str, SHARD_COUNTS)),
-        ]
-    )
-    proc, left = run_in_session(
-        ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {script}"],
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.cluster.stages_on_ray",
+        str(base_root),
+        run_id,
+        "2",
+        str(work),
+        str(work / "report.json"),
+        ",".join(map(str, SHARD_COUNTS)),
+    ]
+    proc, left = run_in_netns(
+        argv,
         cwd=flow_env.base, env=flow_env.ephemeral().env, timeout=1100,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-5000:]

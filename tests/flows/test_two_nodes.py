@@ -9,7 +9,6 @@ whole run on the cluster, and iteration 1 again with multi-process updates.
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from safetensors.torch import load_file
 
 from rla_core.models.trainer import Placement, rl_update
 from rla_core.store import ArtifactStore
-from tests.cluster.two_nodes import run_in_session
+from tests.cluster.two_nodes import run_in_netns
 from tests.flows.conftest import FlowEnv
 from tests.flows.test_loop import attempts_in_use
 from tests.flows.test_ray_runs import assert_same_artifacts, run_until
@@ -40,18 +39,16 @@ def on_two_nodes(flow_env: FlowEnv, scenario: str, spec: dict[str, Any], *, time
     work = flow_env.base / f"two-nodes-{scenario}"
     work.mkdir()
     (work / "spec.json").write_text(json.dumps(spec))
-    script = shlex.join(
-        [
-            sys.executable,
-            "-m",
-            "tests.cluster.two_nodes",
-            scenario,
-            str(work / "spec.json"),
-            str(work / "report.json"),
-        ]
-    )
-    proc, left = run_in_session(
-        ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {script}"],
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.cluster.two_nodes",
+        scenario,
+        str(work / "spec.json"),
+        str(work / "report.json"),
+    ]
+    proc, left = run_in_netns(
+        argv,
         cwd=flow_env.base, env=flow_env.ephemeral().env, timeout=timeout,
     )  # fmt: skip
     assert proc.returncode == 0, f"{scenario} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
