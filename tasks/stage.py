@@ -54,7 +54,7 @@ from tasks.tracking import publish_iteration_summary
 if TYPE_CHECKING:
     from prefect.context import TaskRunContext
 
-    from rla_core.models.generator import Generator, GeneratorSpec
+    from rla_core.models.generator import GeneratorSpec
     from rla_core.models.trainer import PlacementFields
 
 STAGE_SECONDS_KEY = "stage_compute_s"
@@ -130,18 +130,6 @@ class StageContext(Generic[InputsT]):
             checkpoint=self.checkpoint(ref, role), models=models, role=role,
             name=served_name(ref.content_key, role), threads=threads,
         )  # fmt: skip
-
-    @contextlib.contextmanager
-    def generator(
-        self, ref: StageRef, role: Role, *, models: GenerationModels, threads: int
-    ) -> Iterator[Generator]:
-        """A generator over checkpoint ``role`` of an input stage, closed when the block ends.
-
-        With the vLLM backend a server is started on exactly that checkpoint, served under the producing
-        stage's content key and the role, and stopped when the block ends (also on errors).
-        """
-        with self.generator_spec(ref, role, models=models, threads=threads).open() as gen:
-            yield gen
 
     def task_specs(self, task_ids: list[str], tasks: StageRef) -> dict[str, dict[str, Any]]:
         """Specs of ``task_ids`` from the task registry written by stage ``tasks`` (in the given order)."""

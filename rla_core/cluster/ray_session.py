@@ -249,14 +249,15 @@ def run_shards(
                 f"each needs {_needs(bundle)}; the cluster has {ray.cluster_resources()} "
                 f"({ray.available_resources()} free). {_fix(generator)}"
             ) from None
+        custom = {name: amount for name, amount in bundle.items() if name not in ("CPU", "GPU")}
         options: dict[str, Any] = {
             "num_cpus": bundle.get("CPU", 0.0),
             "num_gpus": bundle.get("GPU", 0.0),
             "max_restarts": 0,
             "max_task_retries": 0,
         }
-        if cfg.resources:
-            options["resources"] = dict(cfg.resources)
+        if custom:
+            options["resources"] = custom
         actor_class: Any = ray.remote(**options)(_ShardWorker)
         actors = [
             actor_class.options(
