@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows import signals
 from flows.process_env import apply_process_defaults
 from rla_core.config import load_config
 from rla_core.errors import RlaError
@@ -46,31 +47,16 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM delivered as an exception, so ``finally`` blocks and ``atexit`` handlers run.
-
-    Without it the default action ends the process on the spot (Prefect's own SIGTERM bridge re-sends the
-    signal to the previous handler once the flow has crashed), leaving the ephemeral Prefect server, a
-    per-stage vLLM server or the run lock behind.
-    """
-
-
-def _raise_terminated(signum: int, _frame: object) -> None:
-    raise Terminated(f"signal {signum}")
-
-
 def _guard(fn: Callable[[], T]) -> T:
-    """Run a command body; turn known errors into one line and a non-zero exit."""
-    import signal
-
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    """Run a command body; turn known errors into one line and a non-zero exit (signals: flows/signals.py)."""
+    signals.install()
     try:
         return fn()
     except RlaError as exc:
         if os.environ.get("RLA_DEBUG"):
             raise
         _fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
-    except Terminated:
+    except signals.Terminated:
         _fail("terminated (SIGTERM); `rla resume RUN_ID` continues where it stopped", code=143)
     except KeyboardInterrupt:
         _fail("interrupted; `rla resume RUN_ID` continues where it stopped", code=130)

@@ -133,6 +133,20 @@ def test_sigkill_mid_stage_then_resume_matches_uninterrupted_run(
     assert content_keys(store, run_id) == content_keys(store, base_id)
 
 
+def wait_or_dump_stacks(proc: subprocess.Popen[str], log: Path, *, timeout: float) -> int:
+    """``proc``'s exit code; if it has not exited within ``timeout`` s, fail with every thread's stack (the CLI
+    writes them to its stderr, ``log``, on SIGUSR1) so that a hang says where it hangs."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(3)
+        raise AssertionError(
+            f"rla did not exit within {timeout:.0f} s of SIGTERM; its stderr, with its threads' stacks at the "
+            f"end:\n{log.read_text(errors='replace')[-12000:]}"
+        ) from None
+
+
 def test_sigterm_mid_stage_exits_cleanly_leaves_no_process_and_resumes(
     flow_env: FlowEnv, baseline: tuple[Path, str]
 ) -> None:
@@ -147,7 +161,7 @@ def test_sigterm_mid_stage_exits_cleanly_leaves_no_process_and_resumes(
         try:
             wait_for_judge_of_iteration_1(proc, root, run_id)
             proc.send_signal(signal.SIGTERM)  # the CLI process only, not its group
-            assert proc.wait(timeout=60) == 143
+            assert wait_or_dump_stacks(proc, log, timeout=60) == 143
             time.sleep(0.5)
             with pytest.raises(ProcessLookupError):  # nothing it started is left (the Prefect server)
                 os.killpg(proc.pid, 0)
