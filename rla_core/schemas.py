@@ -37,6 +37,9 @@ class ArtifactSchema:
     version: int
     columns: dict[str, pl.DataType]
     description: str
+    # Columns added after the artifact first shipped: a frame written before has none of them, and reading
+    # it (ArtifactStore.read_frame) fills them with nulls, so old runs stay readable and resumable.
+    added: tuple[str, ...] = ()
 
     @property
     def polars_schema(self) -> pl.Schema:
@@ -47,8 +50,13 @@ class ArtifactSchema:
         return ";".join(f"{name}:{dtype}" for name, dtype in self.columns.items()) + f"@v{self.version}"
 
 
-def _schema(name: str, description: str, columns: dict[str, pl.DataType]) -> ArtifactSchema:
-    return ArtifactSchema(name=name, version=SCHEMA_VERSION, columns=columns, description=description)
+def _schema(
+    name: str, description: str, columns: dict[str, pl.DataType], *, added: tuple[str, ...] = ()
+) -> ArtifactSchema:
+    assert set(added) <= set(columns), f"{name}: added columns must be columns"
+    return ArtifactSchema(
+        name=name, version=SCHEMA_VERSION, columns=columns, description=description, added=added
+    )
 
 
 SCHEMAS: dict[str, ArtifactSchema] = {
@@ -94,12 +102,14 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "next_observation": Str,
                 "expert_actions": Str,
                 "observation_ref": Str,
+                "next_observation_ref": Str,
                 "done": Bool,
                 "outcome": F64,
                 "score": F64,
                 "prompt_tokens": I64,
                 "response_tokens": I64,
             },
+            added=("next_observation_ref",),
         ),
         _schema(
             "judgments",
@@ -277,14 +287,19 @@ def empty_frame(name: str) -> pl.DataFrame:
     return pl.DataFrame(schema=get_schema(name).polars_schema)
 
 
-def validate(name: str, df: pl.DataFrame, *, where: str = "") -> pl.DataFrame:
+def validate(name: str, df: pl.DataFrame, *, where: str = "", written_before: bool = False) -> pl.DataFrame:
     """Check ``df`` against artifact ``name`` and return it with columns in schema order.
 
     Raises SchemaError listing every missing, extra and mistyped column. Integer and float columns
     whose dtype differs only in width (Int32 vs Int64) are cast; a Null-typed column (all values
-    null) is cast to the declared dtype.
+    null) is cast to the declared dtype. ``written_before`` (a stored frame being read): the schema's
+    ``added`` columns it lacks are filled with nulls.
     """
     schema = get_schema(name)
+    if written_before:  # a stored frame may predate the schema's added columns: they read as nulls
+        df = df.with_columns(
+            pl.lit(None, schema.columns[c]).alias(c) for c in schema.added if c not in df.columns
+        )
     missing = [c for c in schema.columns if c not in df.columns]
     extra = [c for c in df.columns if c not in schema.columns]
     mistyped: list[str] = []

@@ -115,3 +115,15 @@ def test_fingerprint_changes_with_dtype() -> None:
     )
     assert schema.fingerprint() != changed.fingerprint()
     assert schema.fingerprint().endswith("@v1")
+
+
+def test_a_stored_frame_written_before_an_added_column_reads_with_nulls() -> None:
+    """Rollouts written before ``next_observation_ref`` existed stay readable; a new frame must have it."""
+    schema = get_schema("rollouts")
+    assert schema.added == ("next_observation_ref",)
+    old = empty_frame("rollouts").drop("next_observation_ref")
+    old = pl.concat([old, pl.DataFrame([{c: None for c in old.columns}], schema=old.schema)])
+    back = validate("rollouts", old, written_before=True)
+    assert back.columns == list(schema.columns) and back["next_observation_ref"].to_list() == [None]
+    with pytest.raises(SchemaError, match=r"missing columns \['next_observation_ref'\]"):
+        validate("rollouts", old)

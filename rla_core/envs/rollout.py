@@ -226,6 +226,9 @@ def _play_turn(
         else:
             action = ""
             result = StepResult(observation=INVALID_ANSWER_ENDS, done=True, won=False)
+    # The screen after the step (GUI): the environment's latest screenshot once an action was played; the
+    # screen before it when none was (nothing changed). A judge that sees images gets both (spec §1.3).
+    ref_after = episode.observation_ref if action else ref_before
     done = result.done or step + 1 >= max_steps
     ep.history.append((observation_before, action))
     ep.rows.append(
@@ -244,6 +247,7 @@ def _play_turn(
             "next_observation": result.observation,
             "expert_actions": json.dumps(expert),
             "observation_ref": ref_before,
+            "next_observation_ref": ref_after,
             "done": done,
             "outcome": None,
             "score": None,

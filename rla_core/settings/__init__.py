@@ -136,7 +136,10 @@ def adapter_for(setting: Setting) -> SettingAdapter:
 
 
 def relative_refs(rollouts: pl.DataFrame, workdir: Path | None) -> pl.DataFrame:
-    """GUI rollouts with ``observation_ref`` relative to the stage's side-file folder (how the artifacts record screenshots)."""
+    """GUI rollouts with ``observation_ref`` and ``next_observation_ref`` relative to the stage's side-file
+    folder (how the artifacts record screenshots)."""
     if workdir is None:
         return rollouts
-    return rollouts.with_columns(pl.col("observation_ref").str.strip_prefix(str(workdir) + "/"))
+    return rollouts.with_columns(
+        pl.col(c).str.strip_prefix(str(workdir) + "/") for c in ("observation_ref", "next_observation_ref")
+    )

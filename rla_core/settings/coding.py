@@ -22,7 +22,7 @@ from rla_core.algo.coding_rewards import (
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
 from rla_core.config import ClusterConfig, Setting
 from rla_core.errors import EnvironmentSpecError
-from rla_core.schemas import validate
+from rla_core.schemas import empty_frame, get_schema
 from rla_core.settings import ProposalRequest, WarmStartData, resolve_data_path
 from rla_core.stage_inputs import (
     AdaptInputs,
@@ -155,6 +155,7 @@ class CodingSetting:
                         "next_observation": "",
                         "expert_actions": None,
                         "observation_ref": None,
+                        "next_observation_ref": None,
                         "done": True,
                         "outcome": None,
                         "score": None,
@@ -162,7 +163,7 @@ class CodingSetting:
                         "response_tokens": gen.completion_tokens,
                     }
                 )
-        base = pl.DataFrame(rows, schema=_ROLLOUT_SCHEMA)
+        base = pl.DataFrame(rows, schema=get_schema("rollouts").polars_schema)
         executions = run_tests(
             programs_frame(base),
             gt_tests_frame(coding),
@@ -200,7 +201,7 @@ class CodingSetting:
             )
             for t, p, gens in zip(tasks, prompts, outputs, strict=True)
         ]
-        return pl.concat(frames) if frames else validate("unit_tests", pl.DataFrame(schema=_UT_SCHEMA))
+        return pl.concat(frames) if frames else empty_frame("unit_tests")
 
     def execute(
         self,
@@ -250,7 +251,7 @@ class CodingSetting:
 
         targets, frames, seed, iteration = job.targets, job.frames, job.seed, job.iteration
         if not targets:  # no task needs rewriting: the stage opens no environment model (issue 10)
-            return validate("proposals", pl.DataFrame(schema=_PROPOSAL_SCHEMA))
+            return empty_frame("proposals")
         if env_model is None:
             raise ConfigError(
                 "coding problems are rewritten by an environment model: set models.environment, or "
@@ -282,7 +283,7 @@ class CodingSetting:
             prompts.append(prompt)
             contexts.append((target, current, feedback))
         if not prompts:
-            return validate("proposals", pl.DataFrame(schema=_PROPOSAL_SCHEMA))
+            return empty_frame("proposals")
         outputs = env_model.generate(
             [env_model.format_prompt(p) for p in prompts],
             n=inputs.adaptation.candidates,
@@ -304,21 +305,3 @@ class CodingSetting:
             for (target, current, feedback), gens in zip(contexts, outputs, strict=True)
         ]
         return pl.concat(frames_out)
-
-
-_ROLLOUT_SCHEMA = {
-    "iteration": pl.Int64, "task_id": pl.String, "slot_id": pl.String, "pending": pl.Boolean,
-    "rollout_id": pl.Int64, "step": pl.Int64, "prompt": pl.String, "response": pl.String, "action": pl.String,
-    "action_valid": pl.Boolean, "invalid_reason": pl.String, "next_observation": pl.String,
-    "expert_actions": pl.String, "observation_ref": pl.String, "done": pl.Boolean, "outcome": pl.Float64, "score": pl.Float64,
-    "prompt_tokens": pl.Int64, "response_tokens": pl.Int64,
-}  # fmt: skip
-_UT_SCHEMA = {
-    "iteration": pl.Int64, "task_id": pl.String, "test_idx": pl.Int64, "prompt": pl.String, "response": pl.String,
-    "test_input": pl.String, "test_output": pl.String, "valid": pl.Boolean, "invalid_reason": pl.String,
-}  # fmt: skip
-_PROPOSAL_SCHEMA = {
-    "iteration": pl.Int64, "slot_id": pl.String, "parent_task_id": pl.String, "candidate_idx": pl.Int64,
-    "goal": pl.String, "prev_acc": pl.Float64, "critic_feedback": pl.String, "spec": pl.String,
-    "valid": pl.Boolean, "invalid_reason": pl.String, "chosen": pl.Boolean,
-}  # fmt: skip

@@ -572,7 +572,7 @@ class ArtifactStore:
             df = pl.read_parquet(io.BytesIO(data))
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise ArtifactError(f"artifact '{where}' is not readable Parquet ({exc})") from exc
-        return validate(entry.schema or name, df, where=where)
+        return validate(entry.schema or name, df, where=where, written_before=True)
 
     def read_file(self, run_id: str, iteration: int, stage: str, relpath: str) -> bytes:
         """The bytes of one file of the attempt in use, hash-checked."""

@@ -34,6 +34,7 @@ def rollouts(
                         "next_observation": "obs",
                         "expert_actions": "[]",
                         "observation_ref": None,
+                        "next_observation_ref": None,
                         "done": step == n_steps - 1,
                         "outcome": outcome,
                         "score": None,

@@ -42,6 +42,7 @@ def _rollouts(
             "next_observation": None,
             "expert_actions": None,
             "observation_ref": None,
+            "next_observation_ref": None,
             "done": True,
             "outcome": None,
             "score": None,

@@ -198,6 +198,9 @@ def test_gui_rollouts_keep_a_screenshot_per_step_referenced_from_the_artifact(tm
     )  # fmt: skip
     frames = GuiSetting().rollout(request, generator=RecordedGenerator(["x", "y"]))
     refs = frames["rollouts"]["observation_ref"].to_list()
-    assert refs and all(r is not None and r.startswith("files/screenshots/") for r in refs)
-    for ref in refs:
+    after = frames["rollouts"]["next_observation_ref"].to_list()
+    assert refs and all(r is not None and r.startswith("files/screenshots/") for r in refs + after)
+    for ref in refs + after:
         assert (tmp_path / ref).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # a real PNG next to the artifact
+    assert after[:-1] == refs[1:]  # the screen after a step is the screen of the next one
+    assert after[-1] not in refs  # and the last step's is its own: every judged step has both

@@ -72,8 +72,9 @@ class MiniWobEpisode:
 
     @property
     def observation_ref(self) -> str | None:
-        """The screenshot of the current observation (when screenshots are on), for vision-language policies."""
-        return self.screenshots[-1] if self.screenshots and not self.done else None
+        """The latest screenshot (when screenshots are on): the current page, or the end screen once the
+        episode is over — what vision-language policies and judges see."""
+        return self.screenshots[-1] if self.screenshots else None
 
     def __init__(
         self,
@@ -148,6 +149,7 @@ class MiniWobEpisode:
                 f" ({state['reason']})." if state["reason"] else "."
             )
             self.admissible_actions = []
+            self._screenshot()  # the end screen: the judge's "after" image of the last step
             return
         self.elements = parse_dom(state["dom"])
         self.admissible_actions = candidate_actions(self.elements, strings=self.strings)
@@ -156,7 +158,11 @@ class MiniWobEpisode:
             expert = self.expert_actions()
             if expert:
                 self.observation += f"\nHint: next do: {expert[0]}"
+        self._screenshot()
+
+    def _screenshot(self) -> None:
         if self._screenshot_dir is not None:
+            assert self._tab is not None
             path = self._screenshot_dir / f"{self._episode_id}-{len(self.history)}.png"
             self._tab.call(lambda d: d.save_screenshot(str(path)))
             self.screenshots.append(str(path))

@@ -133,9 +133,10 @@ class OsworldEpisode:
 
     @property
     def observation_ref(self) -> str | None:
-        """The screenshot of the current observation (for the report and vision-language policies)."""
+        """The latest screenshot: the current screen, or the one after the last action once the episode is
+        over (for the report and vision-language policies and judges)."""
         self._wait()
-        return self.screenshots[-1] if self.screenshots and not self.done else None
+        return self.screenshots[-1] if self.screenshots else None
 
     # -- Episode protocol --------------------------------------------------------------------
     def step(self, action: str) -> StepResult:
