@@ -265,7 +265,60 @@ def run_report(store: ArtifactStore, run_id: str) -> Report:
         f"{', '.join(map(str, iterations)) or 'none'}.</p>"
         + (f"<table><tr><th>iteration</th><th>held-out success</th></tr>{rows}</table>" if rows else "")
     )
+    screens = screens_html(store, run_id)
+    if screens:
+        report.sections_html.append(screens)
     return report
+
+
+SCREEN_STEPS = 4  # steps of one rollout shown with their screens
+
+
+def screens_html(store: ArtifactStore, run_id: str) -> str:
+    """GUI runs: the first rollout of the latest iteration that kept screenshots, step by step — the screen
+    the policy saw, its answer, the screen after, and the judge's mean score — as inline PNGs. "" when no
+    rollout of the run has a screenshot (text games, coding, ``gui.screenshots=false``)."""
+    for iteration in reversed(store.list_iterations(run_id)):
+        if store.manifest(run_id, iteration, "rollout") is None:
+            continue
+        steps = store.read_frame(run_id, iteration, "rollout", "rollouts")
+        shown = steps.filter(pl.col("observation_ref").is_not_null())
+        if not shown.is_empty():
+            return _screens_table(store, run_id, iteration, shown)
+    return ""
+
+
+def _screens_table(store: ArtifactStore, run_id: str, iteration: int, steps: pl.DataFrame) -> str:
+    import base64
+
+    first = steps.row(0, named=True)
+    one = (pl.col("task_id") == first["task_id"]) & (pl.col("rollout_id") == first["rollout_id"])
+    steps = steps.filter(one).sort("step").head(SCREEN_STEPS)
+    scores: dict[int, float] = {}
+    if store.manifest(run_id, iteration, "judge") is not None:
+        judged = store.read_frame(run_id, iteration, "judge", "judgments").filter(one)
+        means = judged.group_by("step").agg(pl.col("score").mean())
+        scores = {r["step"]: r["score"] for r in means.iter_rows(named=True) if r["score"] is not None}
+
+    def image(ref: str | None) -> str:
+        if ref is None:
+            return "—"
+        data = base64.b64encode(store.read_file(run_id, iteration, "rollout", ref)).decode("ascii")
+        return f"<img class='screen' alt='{html.escape(ref)}' src='data:image/png;base64,{data}' width='320'>"
+
+    rows = "".join(
+        f"<tr><td>{r['step']}</td><td>{image(r['observation_ref'])}</td>"
+        f"<td><code>{html.escape(r['action'] or '(no action)')}</code><br>"
+        f"<small>{html.escape(r['response'][:200])}</small></td><td>{image(r['next_observation_ref'])}</td>"
+        f"<td>{format(scores[r['step']], '+.2f') if r['step'] in scores else '—'}</td></tr>"
+        for r in steps.iter_rows(named=True)
+    )
+    return (
+        f"<h2 id='screens'>What the agent saw (iteration {iteration}, task {html.escape(first['task_id'])}, "
+        f"rollout {first['rollout_id']}, outcome {first['outcome']:+g})</h2>"
+        "<table><tr><th>step</th><th>screen</th><th>action and answer</th><th>screen after</th>"
+        f"<th>judge (mean of parsed scores; — none parsed)</th></tr>{rows}</table>"
+    )
 
 
 # ---- study report ----------------------------------------------------------------------------------

@@ -73,3 +73,16 @@ def test_one_gui_iteration(flow_env: FlowEnv) -> None:
     judgments = store.read_frame("g1", 1, "judge", "judgments")
     assert rollouts.height > 0 and judgments.height == 2 * rollouts.height
     assert store.read_frame("g1", 1, "evaluate", "eval").height > 0
+    # Every step has the screen it was played on and the screen after it (issue 31), and the run's report
+    # shows a rollout's first steps with both, read back from the artifacts.
+    assert (
+        rollouts["observation_ref"].null_count() == 0 and rollouts["next_observation_ref"].null_count() == 0
+    )
+    from flows.report import SCREEN_STEPS, screens_html
+
+    shown = screens_html(store, "g1")
+    assert "What the agent saw (iteration 1" in shown
+    assert shown.count("<img class='screen'") == 2 * min(SCREEN_STEPS, rollouts.filter(
+        (pl.col("task_id") == rollouts["task_id"][0]) & (pl.col("rollout_id") == rollouts["rollout_id"][0])
+    ).height)  # fmt: skip
+    assert "data:image/png;base64,iVBORw0KGgo" in shown  # inline PNGs
