@@ -94,43 +94,14 @@ def test_second_resume_of_a_finished_run_does_no_stage_work(
     assert " done in " not in proc.stderr + proc.stdout
 
 
-def wait_for_judge_of_iteration_1(proc: subprocess.Popen[str], root: Path, run_id: str) -> None:
-    """Return once the run's iteration-1 judge stage has begun; fail if the run ends first or after 400 s."""
-    target = root / run_id / "iter-0001" / "judge" / "attempt-0001" / "_begun.json"
+def wait_for_judge(proc: subprocess.Popen[str], root: Path, run_id: str, iteration: int) -> None:
+    """Return once the run's judge stage of ``iteration`` has begun; fail if the run ends first or after 400 s."""
+    target = root / run_id / f"iter-{iteration:04d}" / "judge" / "attempt-0001" / "_begun.json"
     deadline = time.monotonic() + 400
     while not target.exists():
-        assert proc.poll() is None, "the run ended before the judge stage of iteration 1 began"
-        assert time.monotonic() < deadline, "the judge stage of iteration 1 never began"
+        assert proc.poll() is None, f"the run ended before the judge stage of iteration {iteration} began"
+        assert time.monotonic() < deadline, f"the judge stage of iteration {iteration} never began"
         time.sleep(0.05)
-
-
-def test_sigkill_mid_stage_then_resume_matches_uninterrupted_run(
-    flow_env: FlowEnv, baseline: tuple[Path, str]
-) -> None:
-    root, base_id = baseline
-    run_id = "killed"
-    flow_env = flow_env.ephemeral()  # the orphan and its reaping are the ephemeral server's
-    proc = flow_env.popen("run", *TEST_RUN, *flow_env.settings(root), "--run-id", run_id)
-    try:
-        wait_for_judge_of_iteration_1(proc, root, run_id)
-        proc.kill()  # the CLI process only, as the OOM killer would: what it started is orphaned
-        proc.wait(timeout=30)
-        orphans = group_members(proc.pid)
-        assert orphans, "the ephemeral Prefect server should outlive a SIGKILLed CLI until it is reaped"
-        store = ArtifactStore(str(root))
-        committed_before = attempts_in_use(store, run_id)
-        assert (0, "bootstrap") in committed_before and (1, "rollout") in committed_before
-
-        flow_env.rla("resume", run_id, "--root", str(root))
-        assert not set(orphans) & set(group_members(proc.pid)), "resume reaps the dead run's Prefect server"
-    finally:
-        kill_group(proc)
-    after = attempts_in_use(store, run_id)
-    # No stage that had committed before the kill ran again…
-    for key, attempt in committed_before.items():
-        assert after[key] == attempt, key
-    # …and the resumed run produced exactly the artifacts of the uninterrupted one (same seed).
-    assert content_keys(store, run_id) == content_keys(store, base_id)
 
 
 def wait_or_dump_stacks(proc: subprocess.Popen[str], log: Path, *, timeout: float) -> int:
@@ -147,19 +118,27 @@ def wait_or_dump_stacks(proc: subprocess.Popen[str], log: Path, *, timeout: floa
         ) from None
 
 
-def test_sigterm_mid_stage_exits_cleanly_leaves_no_process_and_resumes(
+def test_sigterm_then_sigkill_mid_stage_each_resume_to_the_uninterrupted_run(
     flow_env: FlowEnv, baseline: tuple[Path, str]
 ) -> None:
-    """SIGTERM (what a scheduler or `kill` sends) crashes the flow run, stops the ephemeral Prefect server,
-    releases the run lock and exits 143 with a one-line hint; `rla resume` then finishes the run."""
+    """One run, stopped twice mid-stage and resumed each time (one run's start serves both checks):
+
+    1. SIGTERM (what a scheduler or `kill` sends) during iteration 1's judge: the flow run crashes, the
+       ephemeral Prefect server stops, the run lock is released, and `rla` exits 143 with a one-line hint;
+    2. SIGKILL (the OOM killer) of the resumed process during iteration 2's judge: what it started (its
+       Prefect server) is orphaned, and the next `rla resume` reaps it and finishes the run.
+
+    No stage committed before an interruption runs again, and the final artifacts are exactly those of the
+    uninterrupted run (same seed)."""
     root, base_id = baseline
-    run_id = "terminated"
-    flow_env = flow_env.ephemeral()  # the ephemeral server is what must not be left
+    run_id = "interrupted"
+    flow_env = flow_env.ephemeral()  # the ephemeral server is what must be stopped, or orphaned and reaped
+    store = ArtifactStore(str(root))
     log = flow_env.base / "terminated.log"
     with log.open("w") as err:
         proc = flow_env.popen("run", *TEST_RUN, *flow_env.settings(root), "--run-id", run_id, stderr=err)
         try:
-            wait_for_judge_of_iteration_1(proc, root, run_id)
+            wait_for_judge(proc, root, run_id, 1)
             proc.send_signal(signal.SIGTERM)  # the CLI process only, not its group
             assert wait_or_dump_stacks(proc, log, timeout=60) == 143
             time.sleep(0.5)
@@ -168,8 +147,29 @@ def test_sigterm_mid_stage_exits_cleanly_leaves_no_process_and_resumes(
         finally:
             kill_group(proc)
     assert "terminated (SIGTERM); `rla resume RUN_ID` continues" in log.read_text()
-    flow_env.rla("resume", run_id, "--root", str(root))  # the lock was released
-    assert content_keys(ArtifactStore(str(root)), run_id) == content_keys(ArtifactStore(str(root)), base_id)
+    committed_before = [attempts_in_use(store, run_id)]
+    assert (0, "bootstrap") in committed_before[0] and (1, "rollout") in committed_before[0]
+
+    proc = flow_env.popen("resume", run_id, "--root", str(root))  # the lock was released
+    try:
+        wait_for_judge(proc, root, run_id, 2)
+        proc.kill()  # the CLI process only, as the OOM killer would: what it started is orphaned
+        proc.wait(timeout=30)
+        orphans = group_members(proc.pid)
+        assert orphans, "the ephemeral Prefect server should outlive a SIGKILLed CLI until it is reaped"
+        committed_before.append(attempts_in_use(store, run_id))
+        assert (1, "judge") in committed_before[1] and (2, "rollout") in committed_before[1]
+
+        flow_env.rla("resume", run_id, "--root", str(root))
+        assert not set(orphans) & set(group_members(proc.pid)), "resume reaps the dead run's Prefect server"
+    finally:
+        kill_group(proc)
+    after = attempts_in_use(store, run_id)
+    for before in committed_before:  # no stage that had committed before an interruption ran again…
+        for key, attempt in before.items():
+            assert after[key] == attempt, key
+    # …and the twice-resumed run produced exactly the artifacts of the uninterrupted one.
+    assert content_keys(store, run_id) == content_keys(store, base_id)
 
 
 @dataclass(frozen=True)
