@@ -38,6 +38,7 @@ from flows.study import (
     summary_tables,
 )
 from rla_core.algo.stats import mean_interval
+from rla_core.config import Setting
 from rla_core.errors import UsageError
 from rla_core.store import ArtifactStore, publish_file
 
@@ -275,17 +276,19 @@ SCREEN_STEPS = 4  # steps of one rollout shown with their screens
 
 
 def screens_html(store: ArtifactStore, run_id: str) -> str:
-    """GUI runs: the first rollout of the latest iteration that kept screenshots, step by step — the screen
-    the policy saw, its answer, the screen after, and the judge's mean score — as inline PNGs. "" when no
-    rollout of the run has a screenshot (text games, coding, ``gui.screenshots=false``)."""
-    for iteration in reversed(store.list_iterations(run_id)):
-        if store.manifest(run_id, iteration, "rollout") is None:
-            continue
-        steps = store.read_frame(run_id, iteration, "rollout", "rollouts")
-        shown = steps.filter(pl.col("observation_ref").is_not_null())
-        if not shown.is_empty():
-            return _screens_table(store, run_id, iteration, shown)
-    return ""
+    """GUI runs: the first rollout of the latest rollout stage, step by step — the screen the policy saw,
+    its answer, the screen after, and the judge's mean score — as inline PNGs. "" for other settings and
+    when that stage kept no screenshot (``gui.screenshots=false``): no frame is read for a text run."""
+    if store.read_run_info(run_id).config.get("setting") != Setting.GUI.value:
+        return ""
+    iteration = next(
+        (it for it in reversed(store.list_iterations(run_id)) if store.manifest(run_id, it, "rollout")), None
+    )
+    if iteration is None:
+        return ""
+    steps = store.read_frame(run_id, iteration, "rollout", "rollouts")
+    shown = steps.filter(pl.col("observation_ref").is_not_null())
+    return "" if shown.is_empty() else _screens_table(store, run_id, iteration, shown)
 
 
 def _screens_table(store: ArtifactStore, run_id: str, iteration: int, steps: pl.DataFrame) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from flows.report import SCREEN_STEPS, screens_html
 from rla_core.store import ArtifactStore
 from tests.flows.conftest import CODING_ITERATION, ITERATION, REPO, FlowEnv, planned
 
@@ -78,8 +79,6 @@ def test_one_gui_iteration(flow_env: FlowEnv) -> None:
     assert (
         rollouts["observation_ref"].null_count() == 0 and rollouts["next_observation_ref"].null_count() == 0
     )
-    from flows.report import SCREEN_STEPS, screens_html
-
     shown = screens_html(store, "g1")
     assert "What the agent saw (iteration 1" in shown
     assert shown.count("<img class='screen'") == 2 * min(SCREEN_STEPS, rollouts.filter(
