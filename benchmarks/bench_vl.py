@@ -89,6 +89,12 @@ def main() -> None:
             "2 CPU cores shared with a study run (/work/study-s26) and other helpers' tests: absolute "
             "numbers are noisy; compare the arms of one run"
         ),
+        "notes": (
+            "prompt tokens differ between the text model (no chat template: the plain text) and the VL arms "
+            "(the VL chat template's markup, plus 48 image tokens and 2 slot tokens per screenshot); "
+            "update rows/s loop = rows / (pi_old pass + forward/backward) seconds, wall = the whole rl_update "
+            "call (tokenisation, image preprocessing, model load and save included)"
+        ),
         "load_avg_start": os.getloadavg(),
         "setup": {
             "prompts": N_PROMPTS,
