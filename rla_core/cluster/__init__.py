@@ -39,6 +39,7 @@ from rla_core.schemas import validate
 if TYPE_CHECKING:
     from rla_core.config import SamplingConfig
     from rla_core.models.generator import Generation, Generator, GeneratorSpec
+    from rla_core.models.multimodal import VisionProcessor
     from rla_core.stage_inputs import RolloutRequest
 
 __all__ = ["ShardedGenerator", "judge_rollouts", "play_episodes", "stage_generator"]
@@ -165,6 +166,7 @@ class ShardedGenerator:
         self.spec = spec
         self.cluster = cluster
         self._chat: Callable[[str], str] | None = None
+        self._vision: VisionProcessor | None = None  # loaded on the first image prompt
         if spec.models.serving.chat_template:  # as both generator backends do (chat_template on)
             from transformers import AutoTokenizer
 
@@ -180,11 +182,12 @@ class ShardedGenerator:
         """``prompt`` in the model's chat markup when that is switched on and available, else unchanged;
         an image prompt gets its image slots as the generator in an actor would place them."""
         if isinstance(prompt, ImagePrompt):
-            from rla_core.models.multimodal import VisionProcessor, require_vision_language
+            if self._vision is None:
+                from rla_core.models.multimodal import VisionProcessor, require_vision_language
 
-            require_vision_language(self.spec.checkpoint, what="format_prompt() prompts")
-            vision = VisionProcessor.from_pretrained(self.spec.checkpoint)
-            return vision.format(prompt, chat=self.spec.models.serving.chat_template)
+                require_vision_language(self.spec.checkpoint, what="format_prompt() prompts")
+                self._vision = VisionProcessor.from_pretrained(self.spec.checkpoint)
+            return self._vision.format(prompt, chat=self.spec.models.serving.chat_template)
         return self._chat(prompt) if self._chat is not None else prompt
 
     def generate(

@@ -220,3 +220,20 @@ def test_sft_on_image_demonstrations(vl_model: Path, shots: dict[str, str], tmp_
     metrics = sft(vl_model, rows, out_dir=tmp_path / "warm", epochs=2, lr=1e-2, seed=0)
     assert metrics["rows_used"] == 2 and metrics["loss"] < metrics["first_loss"]
     assert (tmp_path / "warm" / "preprocessor_config.json").is_file()
+
+
+def test_sharded_generator_formats_image_prompts_as_the_in_process_one(
+    vl_model: Path, vl_gen: TransformersGenerator, shots: dict[str, str]
+) -> None:
+    from rla_core.cluster import ShardedGenerator
+    from rla_core.config import ClusterBackend, ClusterConfig, ServingConfig
+    from rla_core.models.generator import GeneratorSpec
+    from rla_core.stage_inputs import GenerationModels
+
+    models = GenerationModels(
+        serving=ServingConfig(chat_template=True), device="cpu", generation_batch_size=4
+    )
+    spec = GeneratorSpec(checkpoint=vl_model, models=models, role="policy", name=None, threads=1)
+    sharded = ShardedGenerator(spec, ClusterConfig(backend=ClusterBackend.RAY, workers=2))  # starts no Ray
+    prompt = ImagePrompt("Which button?", (shots["light"], shots["dark"]))
+    assert sharded.format_prompt(prompt) == vl_gen.format_prompt(prompt)
