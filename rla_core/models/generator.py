@@ -25,8 +25,9 @@ file references). ``format_prompt(ImagePrompt)`` returns an ImagePrompt whose te
 per image (:meth:`VisionProcessor.format`); ``generate`` takes both kinds, in one list. The
 transformers backend runs a vision-language checkpoint (one whose config has a ``vision_config``) with
 :class:`~rla_core.models.multimodal.VisionProcessor`; an image prompt for a text-only checkpoint is a
-:class:`ModelError`, never a text-only fallback. Image prompts on the vLLM backend are not wired yet
-(a :class:`ModelError` says so). A text-only checkpoint given text prompts runs exactly as before.
+:class:`ModelError`, never a text-only fallback. The vLLM backend sends an image prompt to the chat API
+as content parts that render to exactly the recorded text (:class:`VllmServerGenerator`). A text-only
+checkpoint given text prompts runs exactly as before, on both backends.
 
 Example:
     >>> models = ModelsConfig(serving=ServingConfig(backend=Backend.TRANSFORMERS))
@@ -58,6 +59,7 @@ from rla_core.models.multimodal import (
     ImagePrompt,
     Prompt,
     VisionProcessor,
+    chat_content,
     is_vision_language,
     load_vl_model,
     prompt_images,
@@ -210,6 +212,7 @@ def open_generator(
             return VllmServerGenerator(
                 server.base_url, model=served, max_in_flight=serving.max_in_flight,
                 tokenizer_dir=Path(model) if serving.chat_template else None, server=server,
+                vision_dir=Path(model) if is_vision_language(Path(model)) else None,
             )  # fmt: skip
         except BaseException:
             server.stop()
@@ -530,6 +533,12 @@ class VllmServerGenerator:
     prompt with up to ``max_in_flight`` in flight (a thread pool over one connection pool), so vLLM's
     continuous batching sees many prompts at once; results come back in input order. ``server``, when
     given, is the per-stage server this generator owns and stops on :meth:`close`.
+
+    Image prompts (``vision_dir``: the vision-language checkpoint the server serves) go to
+    ``/v1/chat/completions`` as OpenAI-style content parts (:func:`chat_content`: the formatted text cut
+    at its image slots, each image a base64 PNG); the server renders them with
+    :func:`verbatim_chat_template` (:meth:`VllmServer.start` sets it for a vision-language checkpoint),
+    so the model sees exactly the recorded text, with vLLM's processor expanding each image's slot.
     """
 
     def __init__(
@@ -540,6 +549,7 @@ class VllmServerGenerator:
         max_in_flight: int = 64,
         tokenizer_dir: Path | None = None,
         server: VllmServer | None = None,
+        vision_dir: Path | None = None,
     ) -> None:
         import httpx
 
@@ -555,12 +565,16 @@ class VllmServerGenerator:
             limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight),
         )
         self._chat: Callable[[str], str] | None = None
+        self._chat_on = tokenizer_dir is not None
+        self._vision: VisionProcessor | None = None
         try:
             check_served(self.base_url, model, served_models(self.base_url))
             if tokenizer_dir is not None:
                 from transformers import AutoTokenizer
 
                 self._chat = chat_formatter(AutoTokenizer.from_pretrained(tokenizer_dir))
+            if vision_dir is not None:
+                self._vision = VisionProcessor.from_pretrained(vision_dir)
         except BaseException:
             self.close()
             raise
@@ -575,10 +589,20 @@ class VllmServerGenerator:
     @overload
     def format_prompt(self, prompt: ImagePrompt) -> ImagePrompt: ...
     def format_prompt(self, prompt: Prompt) -> Prompt:
-        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available)."""
+        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
+        an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
         if isinstance(prompt, ImagePrompt):
-            raise _vllm_images_error()
+            return self._vision_processor().format(prompt, chat=self._chat_on)
         return self._chat(prompt) if self._chat is not None else prompt
+
+    def _vision_processor(self) -> VisionProcessor:
+        if self._vision is None:
+            raise ModelError(
+                f"image prompts for {self.model}, which this generator was not opened as a vision-language "
+                "checkpoint for (open_generator passes vision_dir for one): give the role a vision-language "
+                "checkpoint or turn its images off"
+            )
+        return self._vision
 
     def generate(
         self,
@@ -597,23 +621,27 @@ class VllmServerGenerator:
         (though not the same samples).
         """
         sampling = _check_request(prompts, n, sampling)
-        if any(isinstance(p, ImagePrompt) for p in prompts):
-            raise _vllm_images_error()
+        slot = self._vision_processor().slot if any(isinstance(p, ImagePrompt) for p in prompts) else ""
         per_prompt = prompt_seeds(prompts, seed, seeds)
-        bodies = [
-            {
+        bodies = []
+        for prompt, prompt_seed in zip(prompts, per_prompt, strict=True):
+            body: dict[str, Any] = {
                 "model": self.model,
-                "prompt": prompt,
                 "n": n,
                 "temperature": sampling.temperature,
                 "top_p": sampling.top_p,
                 "max_tokens": sampling.max_new_tokens,
                 "stop": list(sampling.stop),
                 "seed": prompt_seed,
-                "logprobs": 0,  # returns the sampled tokens, so each choice's token count is known
             }
-            for prompt, prompt_seed in zip(prompts, per_prompt, strict=True)
-        ]
+            if isinstance(prompt, ImagePrompt):
+                # The recorded text already holds the chat markup: rendered verbatim, no header added.
+                body["messages"] = [{"role": "user", "content": chat_content(prompt, slot)}]
+                body |= {"add_generation_prompt": False, "logprobs": True, "top_logprobs": 0}
+            else:
+                # logprobs=0 returns the sampled tokens, so each choice's token count is known.
+                body |= {"prompt": prompt, "logprobs": 0}
+            bodies.append(body)
         client = self._http()
         with progress.track("generation", total=len(bodies) * n, unit="sequences", log_end=False) as counter:
             if len(bodies) == 1 or self.max_in_flight == 1:
@@ -632,15 +660,35 @@ class VllmServerGenerator:
     def _request(self, client: httpx.Client, body: dict[str, Any], n: int) -> list[Generation]:
         import httpx
 
+        route = "/chat/completions" if "messages" in body else "/completions"
         try:
-            resp = client.post("/completions", json=body)
+            resp = client.post(route, json=body)
         except httpx.HTTPError as err:
-            raise ModelError(f"vLLM request to {self.base_url}/completions failed: {err}") from None
+            raise ModelError(f"vLLM request to {self.base_url}{route} failed: {err}") from None
         if resp.status_code != 200:
-            raise ModelError(
-                f"vLLM {self.base_url}/completions answered {resp.status_code}: {resp.text[:500]}"
-            )
+            raise ModelError(f"vLLM {self.base_url}{route} answered {resp.status_code}: {resp.text[:500]}")
+        if route == "/chat/completions":
+            return self._parse_chat(resp.json(), n)
         return self._parse(resp.json(), n)
+
+    def _parse_chat(self, payload: dict[str, Any], n: int) -> list[Generation]:
+        """Chat completions: the text is ``message.content``, the token count that of ``logprobs.content``."""
+        choices = sorted(payload["choices"], key=lambda c: c["index"])
+        if len(choices) != n:
+            raise ModelError(f"vLLM returned {len(choices)} choices, expected n={n}")
+        prompt_tokens = int(payload["usage"]["prompt_tokens"])
+        out = []
+        for choice in choices:
+            reason = choice.get("finish_reason")
+            if reason not in ("stop", "length"):
+                raise ModelError(f"vLLM finished a completion with reason {reason!r} (expected stop/length)")
+            tokens = (choice.get("logprobs") or {}).get("content")
+            if tokens is None:
+                raise ModelError(
+                    "vLLM chat response has no logprobs.content: the server ignored logprobs=true"
+                )
+            out.append(Generation(choice["message"]["content"] or "", prompt_tokens, len(tokens), reason))
+        return out
 
     def _parse(self, payload: dict[str, Any], n: int) -> list[Generation]:
         choices = sorted(payload["choices"], key=lambda c: c["index"])
@@ -668,11 +716,3 @@ class VllmServerGenerator:
         if self._server is not None:
             self._server.stop()
             self._server = None
-
-
-def _vllm_images_error() -> ModelError:
-    return ModelError(
-        "image prompts on the vLLM backend are not wired yet (issue 31: the CPU vLLM build cannot load "
-        "Qwen2-VL without torchvision, benchmarks/results/tiny_vl_probe.json): set "
-        "models.serving.backend=transformers for roles that see images"
-    )

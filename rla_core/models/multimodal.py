@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -132,6 +133,48 @@ def copy_processor_files(src: Path, out: Path) -> None:
             shutil.copyfile(Path(src) / name, Path(out) / name)
 
 
+def verbatim_chat_template(slot: str) -> str:
+    """A chat template that renders one message's content parts as they are: text parts verbatim, each
+    image part as ``slot``. The vLLM server of a vision-language checkpoint runs with it, so a chat
+    request built by :func:`chat_content` from a formatted prompt renders to exactly the recorded text
+    (which already holds the checkpoint's own chat markup) with the images in their slots."""
+    return (
+        "{% for message in messages %}{% for part in message['content'] %}"
+        "{% if part['type'] == 'text' %}{{ part['text'] }}{% else %}" + slot + "{% endif %}"
+        "{% endfor %}{% endfor %}"
+    )
+
+
+def chat_content(prompt: ImagePrompt, slot: str) -> list[dict[str, Any]]:
+    """OpenAI-style content parts of a formatted ``prompt``: its text cut at each ``slot`` into text parts,
+    with the image at that slot between them as a base64 PNG data URL (read from its file now)."""
+    import base64
+
+    chunks = prompt.text.split(slot)
+    if len(chunks) - 1 != len(prompt.images):
+        raise ModelError(
+            f"prompt {prompt.text[:80]!r} has {len(chunks) - 1} image slot(s) for {len(prompt.images)} "
+            "image(s): format each prompt once with the generator's format_prompt"
+        )
+    parts: list[dict[str, Any]] = [{"type": "text", "text": chunks[0]}] if chunks[0] else []
+    for ref, chunk in zip(prompt.images, chunks[1:], strict=True):
+        data = base64.b64encode(_read_image_file(ref, prompt.text)).decode()
+        parts.append({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}})
+        if chunk:
+            parts.append({"type": "text", "text": chunk})
+    return parts
+
+
+def _read_image_file(ref: str, prompt: str) -> bytes:
+    path = Path(ref)
+    if not path.is_file():
+        raise ModelError(
+            f"image {ref!r} of prompt {prompt[:80]!r} does not exist: image references must point to "
+            "files every process sees (the rollout's observation files, kept with the run)"
+        )
+    return path.read_bytes()
+
+
 class VisionProcessor:
     """Text plus images to model inputs for a Qwen2-VL-class checkpoint, without torchvision.
 
@@ -205,14 +248,9 @@ class VisionProcessor:
 
         loaded = []
         for ref in images:
-            path = Path(ref)
-            if not path.is_file():
-                raise ModelError(
-                    f"image {ref!r} of prompt {prompt[:80]!r} does not exist: image references must point to "
-                    "files every process sees (the rollout's observation files, kept with the run)"
-                )
+            data = _read_image_file(ref, prompt)
             try:
-                with Image.open(path) as img:
+                with Image.open(io.BytesIO(data)) as img:
                     loaded.append(img.convert("RGB"))
             except (OSError, UnidentifiedImageError) as err:
                 raise ModelError(

@@ -237,3 +237,21 @@ def test_sharded_generator_formats_image_prompts_as_the_in_process_one(
     sharded = ShardedGenerator(spec, ClusterConfig(backend=ClusterBackend.RAY, workers=2))  # starts no Ray
     prompt = ImagePrompt("Which button?", (shots["light"], shots["dark"]))
     assert sharded.format_prompt(prompt) == vl_gen.format_prompt(prompt)
+
+
+def test_vllm_chat_parts_render_to_exactly_the_recorded_prompt(vl_model: Path, shots: dict[str, str]) -> None:
+    from rla_core.models.multimodal import chat_content, verbatim_chat_template
+
+    vp = VisionProcessor.from_pretrained(vl_model)
+    prompt = vp.format(
+        ImagePrompt("Before and after: did it work?", (shots["light"], shots["dark"])), chat=True
+    )
+    parts = chat_content(prompt, vp.slot)
+    # text, image, image, text: the chat markup before the slots, the question and the assistant header after.
+    assert [p["type"] for p in parts] == ["text", "image_url", "image_url", "text"]
+    assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    # What the vLLM server renders with the template it is started with (VllmServer.start).
+    rendered = vp.tokenizer.apply_chat_template(
+        [{"role": "user", "content": parts}], chat_template=verbatim_chat_template(vp.slot), tokenize=False
+    )
+    assert rendered == prompt.text
