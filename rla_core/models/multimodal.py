@@ -21,6 +21,10 @@ pins its own torch), transformers 5.24 fails to build ``Qwen2VLProcessor`` — m
 environment`` and ``Qwen2VLProcessor(..., video_processor=None)`` raises ``AttributeError: type object
 'VIDEO_PROCESSOR_MAPPING' has no attribute '_extra_content'``.
 
+The vLLM backend sends a formatted image prompt to the chat API as content parts (:func:`chat_content`)
+that the server renders with :func:`verbatim_chat_template`: exactly the recorded text, with vLLM's own
+Qwen2-VL processor expanding the slots.
+
 Example:
     >>> vp = VisionProcessor.from_pretrained(model_dir)
     >>> prompt = vp.format(ImagePrompt("Which button submits the form?", ("/runs/obs/0.png",)), chat=True)
