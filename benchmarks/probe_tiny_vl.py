@@ -1,13 +1,14 @@
 """Issue 31 feasibility probe: a tiny Qwen2-VL model built locally, scored by transformers and by CPU vLLM.
 
-1. Builds a tiny Qwen2-VL-class checkpoint in OUT_DIR (random init; text head_dim 64 and vision head_dim
-   64; our bootstrap BPE tokenizer plus Qwen2-VL's chat and vision special tokens; a local
+1. Builds the tiny Qwen2-VL-class checkpoint into a cache in OUT_DIR with
+   :func:`rla_core.models.bootstrap.ensure_tiny_vl_model` (random init; text head_dim 64 and vision
+   head_dim 64; our bootstrap BPE tokenizer plus Qwen2-VL's chat and vision special tokens; a local
    ``preprocessor_config.json`` for ``Qwen2VLImageProcessorPil``; a chat template). Nothing comes from a
    hub. No ``Qwen2VLProcessor`` is saved: without torchvision it cannot be constructed, even with
    ``video_processor=None`` (recorded in the result).
 2. transformers (this interpreter, ``.venv``): ``AutoProcessor`` fails the same way (recorded), so the
-   prompt is rendered with the tokenizer's chat template, the image goes through the image processor, and
-   ``<|image_pad|>`` is expanded by hand (:class:`_Processor`, what Qwen2VLProcessor does for text+image).
+   prompt is rendered and encoded by :class:`rla_core.models.multimodal.VisionProcessor` (chat template,
+   image processor, ``<|image_pad|>`` expanded per patch group: what Qwen2VLProcessor does for text+image).
    Generates a few greedy tokens and computes the log-probabilities of a fixed continuation given image A
    and given image B (the image must change them).
 3. vLLM (``.venv-vllm``, CPU build): first the import of vLLM's Qwen2-VL / Qwen3-VL model modules; then
@@ -17,7 +18,10 @@
    with the chat API's ``continue_final_message`` + ``prompt_logprobs=0`` (+ ``return_token_ids``);
    records start time, the root-cause error lines, and the max abs difference from transformers.
 
-Every number in the result JSON is measured by this script.
+Every number in the result JSON is measured by this script. The committed result was measured
+(2026-12-03 13:13 UTC) when the probe built the checkpoint itself with seed 31; since the build moved
+into rla_core the weights are seeded by the content key, so a re-run gives other log-probabilities
+(same shapes, token counts and errors).
 
 Run: HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/probe_tiny_vl.py /tmp/tiny-vl \
      [--result benchmarks/results/tiny_vl_probe.json]     (~3 min on 2 busy cores: two vLLM starts)
@@ -38,23 +42,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SEED = 31
-# Qwen2-VL's chat and vision special tokens (the names its processor and vLLM's Qwen2-VL processor use).
-VISION_TOKENS = (
-    "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-    "<|image_pad|>", "<|video_pad|>",
-)  # fmt: skip
-# Qwen2-VL's template reduced to what the probe needs: string or list content, image parts as
-# <|vision_start|><|image_pad|><|vision_end|> (the processor expands <|image_pad|> per image patch group).
-CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' or part['type'] == 'image_url' %}<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 PROMPT_TEXT = "Screenshot of the form. Which button submits it? Action:"
 CONTINUATION = "click button 3 then type 42"
 CORPUS = [PROMPT_TEXT, CONTINUATION, "click button 1", "type 7 into the box", "Action: click submit"]
@@ -101,82 +88,47 @@ else:
 
     _pu.ProcessorMixin.check_argument_for_proper_class = _check
 '''
-PATCH, MERGE, TEMPORAL = 14, 2, 2
-MIN_PIXELS, MAX_PIXELS = 4 * 28 * 28, 64 * 28 * 28  # at most 64 image tokens: keeps vLLM's profiling small
 
 
-def build(out: Path) -> dict[str, Any]:
-    """Write the tiny VL checkpoint (model, tokenizer, image processor, chat template) to ``out``."""
-    from tokenizers import AddedToken
-    from transformers import (
-        AutoTokenizer,
-        Qwen2VLConfig,
-        Qwen2VLForConditionalGeneration,
-        Qwen2VLImageProcessorPil,
-        Qwen2VLProcessor,
-    )
+def build(out: Path) -> tuple[Path, dict[str, Any]]:
+    """The tiny VL checkpoint (:func:`rla_core.models.bootstrap.ensure_tiny_vl_model`, cached in ``out``)
+    and facts about it, plus whether ``Qwen2VLProcessor`` can be constructed without torchvision."""
+    from transformers import AutoConfig, AutoTokenizer, Qwen2VLImageProcessorPil, Qwen2VLProcessor
 
-    from rla_core.models.bootstrap import EOS_TOKEN, PAD_TOKEN, ensure_tiny_model, save_tiny_checkpoint
+    from rla_core.models.bootstrap import DEFAULT_ARCH, DEFAULT_VISION, VISION_TOKENS, ensure_tiny_vl_model
+    from rla_core.models.multimodal import load_vl_model
 
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as cache:
-        text_model = ensure_tiny_model("vl-text", corpus=CORPUS, cache_dir=Path(cache))
-        tok = AutoTokenizer.from_pretrained(text_model)
-    base_vocab = len(tok)
-    tok.add_tokens(
-        [AddedToken(t, special=True, normalized=False) for t in VISION_TOKENS], special_tokens=True
-    )
-    ids = {t: tok.convert_tokens_to_ids(t) for t in VISION_TOKENS}
-    tok.chat_template = CHAT_TEMPLATE
-    eos_id, pad_id = tok.convert_tokens_to_ids(EOS_TOKEN), tok.convert_tokens_to_ids(PAD_TOKEN)
-    image_processor = Qwen2VLImageProcessorPil(
-        patch_size=PATCH, merge_size=MERGE, temporal_patch_size=TEMPORAL,
-        size={"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
-    )  # fmt: skip
+    model_dir = ensure_tiny_vl_model("probe31", corpus=CORPUS, cache_dir=out)
+    build_s = round(time.perf_counter() - t0, 2)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    config = AutoConfig.from_pretrained(model_dir)
+    model = load_vl_model(model_dir)
+    image_processor = Qwen2VLImageProcessorPil.from_pretrained(model_dir)
     # Qwen2VLProcessor cannot be constructed without torchvision, even with video_processor=None
     # (ProcessorMixin type-checks the video slot against BaseVideoProcessor, which is a torchvision-only
-    # placeholder): the tokenizer, the image processor and the chat template are saved on their own.
+    # placeholder): the checkpoint has the tokenizer, the image processor and the chat template on their own.
     try:
-        Qwen2VLProcessor(image_processor=image_processor, tokenizer=tok, chat_template=CHAT_TEMPLATE)
+        Qwen2VLProcessor(image_processor=image_processor, tokenizer=tok, chat_template=tok.chat_template)
         processor_error = None
     except (AttributeError, ValueError, TypeError, ImportError) as err:
         processor_error = f"{type(err).__name__}: {err}"[:600]
-    config = Qwen2VLConfig(
-        text_config={
-            "vocab_size": len(tok), "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-            "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 4096,
-            # mrope sections (temporal, height, width) sum to head_dim / 2 = 32.
-            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [8, 12, 12]},
-            "eos_token_id": eos_id, "pad_token_id": pad_id, "bos_token_id": eos_id,
-        },
-        vision_config={
-            "depth": 2, "embed_dim": 128, "num_heads": 2, "mlp_ratio": 2, "hidden_size": 128,
-            "patch_size": PATCH, "spatial_merge_size": MERGE, "temporal_patch_size": TEMPORAL,
-        },
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=True, eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=eos_id,
-    )  # fmt: skip
-    model = save_tiny_checkpoint(
-        out, model_class=Qwen2VLForConditionalGeneration, config=config, tokenizer=tok, seed=SEED
-    )
-    image_processor.save_pretrained(out)
-    return {
-        "build_s": round(time.perf_counter() - t0, 2),
-        "files": sorted(p.name for p in out.iterdir()),
+    vision = DEFAULT_VISION
+    return model_dir, {
+        "build_s": build_s,
+        "files": sorted(p.name for p in model_dir.iterdir()),
         "params": sum(p.numel() for p in model.parameters()),
         "vision_params": sum(p.numel() for n, p in model.named_parameters() if "visual" in n),
-        "tokenizer_base_vocab": base_vocab,
         "vocab_size": len(tok),
-        "special_token_ids": ids,
-        "text_head_dim": 128 // 2,
-        "vision_head_dim": 128 // 2,
-        "mrope_section": [8, 12, 12],
+        "special_token_ids": {t: tok.convert_tokens_to_ids(t) for t in VISION_TOKENS},
+        "text_head_dim": DEFAULT_ARCH.hidden_size // DEFAULT_ARCH.num_attention_heads,
+        "vision_head_dim": vision.embed_dim // vision.num_heads,
+        "mrope_section": list(config.text_config.rope_parameters["mrope_section"]),
         "image_processor_class": type(image_processor).__name__,
         "qwen2vl_processor_constructs": processor_error is None,
         "qwen2vl_processor_error": processor_error,
-        "min_pixels": MIN_PIXELS,
-        "max_pixels": MAX_PIXELS,
+        "min_pixels": vision.min_pixels,
+        "max_pixels": vision.max_pixels,
     }
 
 
@@ -200,36 +152,12 @@ def user_message(content_image: dict[str, Any]) -> dict[str, Any]:
     return {"role": "user", "content": [content_image, {"type": "text", "text": PROMPT_TEXT}]}
 
 
-class _Processor:
-    """Qwen2VLProcessor's text+image path: chat template, image processor, <|image_pad|> expansion."""
-
-    def __init__(self, tokenizer: Any, image_processor: Any) -> None:
-        self.tokenizer, self.image_processor = tokenizer, image_processor
-
-    def apply_chat_template(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
-        return str(self.tokenizer.apply_chat_template(messages, **kwargs))
-
-    def __call__(self, *, text: list[str], images: list[Any], return_tensors: str) -> dict[str, Any]:
-        vision = self.image_processor(images=images, return_tensors=return_tensors)
-        merge = self.image_processor.merge_size**2
-        counts = iter(int(g.prod()) // merge for g in vision["image_grid_thw"])
-        expanded = []
-        for t in text:
-            parts = t.split("<|image_pad|>")
-            expanded.append(parts[0] + "".join("<|image_pad|>" * next(counts) + p for p in parts[1:]))
-        enc = self.tokenizer(expanded, return_tensors=return_tensors, add_special_tokens=False)
-        # Modality per token (0 text, 1 image, 2 video): the model's M-RoPE needs it (transformers >= 5.2x).
-        image_id = self.tokenizer.convert_tokens_to_ids("<|image_pad|>")
-        video_id = self.tokenizer.convert_tokens_to_ids("<|video_pad|>")
-        ids = enc["input_ids"]
-        mm_types = (ids == image_id).long() + 2 * (ids == video_id).long()
-        return {**enc, "mm_token_type_ids": mm_types, **vision}
-
-
 def transformers_side(out: Path) -> dict[str, Any]:
     """Render, generate, and score CONTINUATION given images A and B with transformers on CPU."""
     import torch
-    from transformers import AutoImageProcessor, AutoProcessor, AutoTokenizer, Qwen2VLForConditionalGeneration
+    from transformers import AutoProcessor
+
+    from rla_core.models.multimodal import ImagePrompt, VisionProcessor, load_vl_model
 
     res: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -238,26 +166,29 @@ def transformers_side(out: Path) -> dict[str, Any]:
         res["auto_processor"] = "ok"
     except (AttributeError, ImportError, ValueError, OSError, TypeError) as err:
         res["auto_processor"] = f"{type(err).__name__}: {err}"[:600]
-    # What issue 31's transformers backend can use without torchvision: the tokenizer and the image
-    # processor loaded on their own, with the processor's one job (expand <|image_pad|>) done by hand.
-    processor = _Processor(AutoTokenizer.from_pretrained(out), AutoImageProcessor.from_pretrained(out))
+    # What the transformers backend uses without torchvision (rla_core.models.multimodal): the tokenizer
+    # and the image processor loaded on their own, with the processor's one job (expand <|image_pad|>)
+    # done by VisionProcessor.
+    processor = VisionProcessor.from_pretrained(out)
     res["image_processor_class"] = type(processor.image_processor).__name__
-    model = Qwen2VLForConditionalGeneration.from_pretrained(out, dtype=torch.float32).eval()
+    model = load_vl_model(out, dtype=torch.float32).eval()
     res["load_s"] = round(time.perf_counter() - t0, 2)
 
-    messages = [user_message({"type": "image"})]
-    prompt_text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    full_text = processor.apply_chat_template(
-        [*messages, {"role": "assistant", "content": CONTINUATION}],
+    template_full = processor.tokenizer.apply_chat_template(
+        [user_message({"type": "image"}), {"role": "assistant", "content": CONTINUATION}],
         continue_final_message=True,
         tokenize=False,
     )
-    res["rendered_prompt"] = prompt_text
-    res["rendered_full_endswith_continuation"] = full_text.endswith(CONTINUATION)
     for variant in ("A", "B"):
-        image, _ = screenshot(variant)
-        p_in = processor(text=[prompt_text], images=[image], return_tensors="pt")
-        f_in = processor(text=[full_text], images=[image], return_tensors="pt")
+        _, png = screenshot(variant)
+        path = out / f"screenshot-{variant}.png"
+        path.write_bytes(png)
+        prompt = processor.format(ImagePrompt(PROMPT_TEXT, (str(path),)), chat=True)
+        full = ImagePrompt(prompt.text + CONTINUATION, prompt.images)
+        res["rendered_prompt"] = prompt.text
+        res["rendered_full_equals_template_continue_final_message"] = full.text == template_full
+        p_in = processor.encode([prompt])
+        f_in = processor.encode([full])
         n_prompt = int(p_in["input_ids"].shape[1])
         full_ids = f_in["input_ids"][0]
         entry: dict[str, Any] = {
@@ -477,9 +408,9 @@ def main() -> None:
         "image_size": list(IMAGE_SIZE),
     }
     result["torchvision"] = torchvision_facts()
-    result["build"] = build(args.out)
+    model_dir, result["build"] = build(args.out)
     print(json.dumps(result["build"])[:3000], flush=True)
-    result["transformers"] = transformers_side(args.out)
+    result["transformers"] = transformers_side(model_dir)
     print(json.dumps(result["transformers"])[:3000], flush=True)
     if not args.skip_vllm:
         result["vllm_import_checks"] = import_checks(args.interpreter)
@@ -492,7 +423,7 @@ def main() -> None:
                 runtime = Path(tmp) / key
                 try:
                     result[key] = vllm_side(
-                        args.out, result["transformers"], args.interpreter, runtime, shim=shim
+                        model_dir, result["transformers"], args.interpreter, runtime, shim=shim
                     )
                 except (
                     Exception

@@ -28,16 +28,18 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import polars as pl
 
 from rla_core.config import ClusterBackend, ClusterConfig, Setting
+from rla_core.models.multimodal import ImagePrompt, Prompt
 from rla_core.schemas import validate
 
 if TYPE_CHECKING:
     from rla_core.config import SamplingConfig
     from rla_core.models.generator import Generation, Generator, GeneratorSpec
+    from rla_core.models.multimodal import VisionProcessor
     from rla_core.stage_inputs import RolloutRequest
 
 __all__ = ["ShardedGenerator", "judge_rollouts", "play_episodes", "stage_generator"]
@@ -164,6 +166,7 @@ class ShardedGenerator:
         self.spec = spec
         self.cluster = cluster
         self._chat: Callable[[str], str] | None = None
+        self._vision: VisionProcessor | None = None  # loaded on the first image prompt
         if spec.models.serving.chat_template:  # as both generator backends do (chat_template on)
             from transformers import AutoTokenizer
 
@@ -171,13 +174,25 @@ class ShardedGenerator:
 
             self._chat = chat_formatter(AutoTokenizer.from_pretrained(spec.checkpoint))
 
-    def format_prompt(self, prompt: str) -> str:
-        """``prompt`` in the model's chat markup when that is switched on and available, else unchanged."""
+    @overload
+    def format_prompt(self, prompt: str) -> str: ...
+    @overload
+    def format_prompt(self, prompt: ImagePrompt) -> ImagePrompt: ...
+    def format_prompt(self, prompt: Prompt) -> Prompt:
+        """``prompt`` in the model's chat markup when that is switched on and available, else unchanged;
+        an image prompt gets its image slots as the generator in an actor would place them."""
+        if isinstance(prompt, ImagePrompt):
+            if self._vision is None:
+                from rla_core.models.multimodal import VisionProcessor, require_vision_language
+
+                require_vision_language(self.spec.checkpoint, what="format_prompt() prompts")
+                self._vision = VisionProcessor.from_pretrained(self.spec.checkpoint)
+            return self._vision.format(prompt, chat=self.spec.models.serving.chat_template)
         return self._chat(prompt) if self._chat is not None else prompt
 
     def generate(
         self,
-        prompts: Sequence[str],
+        prompts: Sequence[Prompt],
         *,
         n: int,
         sampling: SamplingConfig,
@@ -207,7 +222,7 @@ class ShardedGenerator:
 
 
 def _generate_here(
-    spec: GeneratorSpec, prompts: list[str], n: int, sampling: SamplingConfig, seeds: list[int]
+    spec: GeneratorSpec, prompts: list[Prompt], n: int, sampling: SamplingConfig, seeds: list[int]
 ) -> list[list[Generation]]:
     with spec.open() as gen:
         return gen.generate(prompts, n=n, sampling=sampling, seed=seeds[0], seeds=seeds)

@@ -47,6 +47,24 @@ _SEED_TEXT: tuple[str, ...] = (
     "\\boxed{+1} \\boxed{-1} </answer> <answer> User: Assistant: Human:",
     "The answer is \\boxed{1}. Step 1: look. Action: go north, take key, open door.",
 )
+# The model reference of a bootstrapped tiny vision-language model: 'tiny-vl:<name>' (see resolve_model).
+TINY_VL_PREFIX = "tiny-vl:"
+# Qwen2-VL's chat and vision special tokens, with the names its processor, chat template and vLLM use.
+VISION_TOKENS: tuple[str, ...] = (
+    "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+    "<|image_pad|>", "<|video_pad|>",
+)  # fmt: skip
+# Qwen2-VL's chat template reduced to what our prompts use: string or list content, an image part as
+# <|vision_start|><|image_pad|><|vision_end|> (the processor expands <|image_pad|> per image patch group).
+VL_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or part['type'] == 'image_url' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -69,6 +87,31 @@ class TinyArch:
 DEFAULT_ARCH = TinyArch()
 
 
+@dataclass(frozen=True)
+class TinyVisionArch:
+    """The vision side of a bootstrapped Qwen2-VL model (the text side is a :class:`TinyArch`).
+
+    head_dim is ``embed_dim / num_heads`` = 64 as on the text side (vLLM's CPU kernels). An image of
+    w x h pixels is resized to a multiple of ``patch_size * spatial_merge_size`` = 28 with at most
+    ``max_pixels`` (64 merged patches = 64 image tokens, which keeps vLLM's profiling pass small).
+    ``mrope_section`` (temporal, height, width) sums to the text head_dim / 2.
+    """
+
+    depth: int = 2
+    embed_dim: int = 128
+    num_heads: int = 2
+    mlp_ratio: int = 2
+    patch_size: int = 14
+    spatial_merge_size: int = 2
+    temporal_patch_size: int = 2
+    min_pixels: int = 4 * 28 * 28
+    max_pixels: int = 64 * 28 * 28
+    mrope_section: tuple[int, int, int] = (8, 12, 12)
+
+
+DEFAULT_VISION = TinyVisionArch()
+
+
 def ensure_tiny_model(
     name: str, *, corpus: Sequence[str], cache_dir: Path, arch: TinyArch = DEFAULT_ARCH
 ) -> Path:
@@ -83,22 +126,70 @@ def ensure_tiny_model(
     Example:
         >>> ensure_tiny_model("reward", corpus=["Is this step good? \\\\boxed{1}"], cache_dir=Path("/tmp/m"))
     """
+    key_fields = {"name": name, "arch": asdict(arch), "corpus": _check_corpus(name, corpus)}
+    return _ensure(
+        name, key_fields, cache_dir, lambda out, seed: _build(out, corpus=corpus, arch=arch, seed=seed)
+    )
+
+
+def ensure_tiny_vl_model(
+    name: str,
+    *,
+    corpus: Sequence[str],
+    cache_dir: Path,
+    arch: TinyArch = DEFAULT_ARCH,
+    vision: TinyVisionArch = DEFAULT_VISION,
+) -> Path:
+    """Return the directory of the tiny vision-language model ``name``, bootstrapping it on a cache miss.
+
+    A Qwen2-VL-class checkpoint (``Qwen2VLForConditionalGeneration``, random init): the text side is
+    :func:`ensure_tiny_model`'s (``arch``, the same BPE tokenizer trained on ``corpus``) plus Qwen2-VL's
+    chat and vision special tokens (:data:`VISION_TOKENS`) and a chat template
+    (:data:`VL_CHAT_TEMPLATE`); the vision tower is ``vision``; a ``preprocessor_config.json`` for
+    ``Qwen2VLImageProcessorPil`` (no torchvision needed). No ``processor_config.json``: a
+    ``Qwen2VLProcessor`` cannot be built without torchvision
+    (:class:`rla_core.models.multimodal.VisionProcessor` does its job). Cached like
+    :func:`ensure_tiny_model`, by the content hash of (name, arch, vision, corpus, recipe); nothing
+    comes from a hub.
+
+    Example:
+        >>> path = ensure_tiny_vl_model("policy", corpus=["click submit"], cache_dir=Path(".cache/models"))
+        >>> (path / "preprocessor_config.json").exists()
+        True
+    """
+    key_fields = {
+        "name": name, "arch": asdict(arch), "vision": asdict(vision), "corpus": _check_corpus(name, corpus),
+    }  # fmt: skip
+    return _ensure(
+        name, key_fields, cache_dir,
+        lambda out, seed: _build_vl(out, corpus=corpus, arch=arch, vision=vision, seed=seed),
+    )  # fmt: skip
+
+
+def is_tiny_ref(ref: str) -> bool:
+    """Whether a model reference names a bootstrapped tiny model (``tiny:<name>`` or ``tiny-vl:<name>``)."""
+    return ref.startswith(("tiny:", TINY_VL_PREFIX))
+
+
+def _check_corpus(name: str, corpus: Sequence[str]) -> list[str]:
     if not _NAME_RE.match(name):
         raise ModelError(
             f"tiny model name {name!r} is invalid: use letters, digits, '_', '.', '-' (e.g. 'tiny:policy')"
         )
     if isinstance(corpus, str):
         raise ModelError("corpus must be a sequence of texts, not one string: wrap it in a list")
-    key = hash_jsonable(
-        {"name": name, "arch": asdict(arch), "corpus": list(corpus), "recipe": _RECIPE_VERSION}
-    )
+    return list(corpus)
+
+
+def _ensure(name: str, key_fields: dict[str, Any], cache_dir: Path, build: Any) -> Path:
+    """``cache_dir/<name>-<key[:16]>`` for the content key of ``key_fields``, built by ``build(out, seed)``
+    on a miss (written to a temporary directory and renamed into place; weights seeded by the key)."""
+    key = hash_jsonable({**key_fields, "recipe": _RECIPE_VERSION})
     target = Path(cache_dir) / f"{name}-{key[:16]}"
     if (target / "config.json").exists():
         return target
     # Another process that finished the same model first has a complete copy: it is kept.
-    publish_dir(
-        target, lambda tmp: _build(tmp, corpus=corpus, arch=arch, seed=int(key[:8], 16)), marker="config.json"
-    )
+    publish_dir(target, lambda tmp: build(tmp, int(key[:8], 16)), marker="config.json")
     log.info("bootstrapped tiny model %s at %s", name, target)
     return target
 
@@ -106,7 +197,8 @@ def ensure_tiny_model(
 def resolve_model(ref: str, *, corpus: Sequence[str], cache_dir: Path) -> Path:
     """Turn a model reference into a local checkpoint directory.
 
-    ``'tiny:<name>'`` bootstraps (or reuses) a tiny model; an existing local directory is validated
+    ``'tiny:<name>'`` bootstraps (or reuses) a tiny model, ``'tiny-vl:<name>'`` a tiny vision-language
+    model (:func:`ensure_tiny_vl_model`); an existing local directory is validated
     (:func:`validate_checkpoint`); a hub id ``org/name`` is downloaded only when ``HF_HUB_OFFLINE`` is not
     set; anything else that looks like a path and does not exist raises :class:`ModelError`.
 
@@ -115,6 +207,8 @@ def resolve_model(ref: str, *, corpus: Sequence[str], cache_dir: Path) -> Path:
     """
     if ref.startswith("tiny:"):
         return ensure_tiny_model(ref.removeprefix("tiny:"), corpus=corpus, cache_dir=cache_dir)
+    if ref.startswith(TINY_VL_PREFIX):
+        return ensure_tiny_vl_model(ref.removeprefix(TINY_VL_PREFIX), corpus=corpus, cache_dir=cache_dir)
     path = Path(ref).expanduser()
     if path.exists():
         if not path.is_dir():
@@ -125,7 +219,8 @@ def resolve_model(ref: str, *, corpus: Sequence[str], cache_dir: Path) -> Path:
     if looks_local or not _HUB_ID_RE.match(ref):
         raise ModelError(
             f"model path does not exist: {ref!r}; pass an existing checkpoint directory, "
-            "'tiny:<name>' for a bootstrapped tiny model, or a hub id 'org/name'"
+            "'tiny:<name>' / 'tiny-vl:<name>' for a bootstrapped tiny (vision-language) model, or a hub id "
+            "'org/name'"
         )
     if os.environ.get("HF_HUB_OFFLINE", "").strip() not in ("", "0", "false", "False"):
         raise ModelError(
@@ -191,9 +286,10 @@ def _training_text(corpus: Sequence[str]) -> Iterator[str]:
         yield text
 
 
-def _build(out: Path, *, corpus: Sequence[str], arch: TinyArch, seed: int) -> None:
+def _train_tokenizer(corpus: Sequence[str], arch: TinyArch) -> Any:
+    """Byte-level BPE trained on ``corpus`` plus the seed text, as a ``PreTrainedTokenizerFast``."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
     # Digits are split one by one so every number is spelled with the same ten tokens.
@@ -213,16 +309,22 @@ def _build(out: Path, *, corpus: Sequence[str], arch: TinyArch, seed: int) -> No
     )
     bpe.train_from_iterator(_training_text(corpus), trainer=trainer)
     bpe.add_tokens([AddedToken(BOXED_TOKEN, normalized=False)])
-    tokenizer = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         eos_token=EOS_TOKEN,
         pad_token=PAD_TOKEN,
         model_max_length=arch.max_position_embeddings,
     )
-    eos_id = bpe.token_to_id(EOS_TOKEN)
-    pad_id = bpe.token_to_id(PAD_TOKEN)
+
+
+def _build(out: Path, *, corpus: Sequence[str], arch: TinyArch, seed: int) -> None:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = _train_tokenizer(corpus, arch)
+    eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
+    pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
     config = Qwen2Config(
-        vocab_size=bpe.get_vocab_size(),
+        vocab_size=len(tokenizer),
         hidden_size=arch.hidden_size,
         intermediate_size=arch.intermediate_size,
         num_hidden_layers=arch.num_hidden_layers,
@@ -235,6 +337,50 @@ def _build(out: Path, *, corpus: Sequence[str], arch: TinyArch, seed: int) -> No
         bos_token_id=eos_id,
     )
     save_tiny_checkpoint(out, model_class=Qwen2ForCausalLM, config=config, tokenizer=tokenizer, seed=seed)
+
+
+def _build_vl(out: Path, *, corpus: Sequence[str], arch: TinyArch, vision: TinyVisionArch, seed: int) -> None:
+    from tokenizers import AddedToken
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil
+
+    tokenizer = _train_tokenizer(corpus, arch)
+    tokenizer.add_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in VISION_TOKENS], special_tokens=True
+    )
+    tokenizer.chat_template = VL_CHAT_TEMPLATE
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in VISION_TOKENS}
+    eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
+    pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
+    # eos/pad/bos are generic PretrainedConfig keywords (save_tiny_checkpoint reads them back).
+    config_kwargs: dict[str, Any] = dict(
+        text_config={
+            "vocab_size": len(tokenizer), "hidden_size": arch.hidden_size,
+            "intermediate_size": arch.intermediate_size, "num_hidden_layers": arch.num_hidden_layers,
+            "num_attention_heads": arch.num_attention_heads, "num_key_value_heads": arch.num_key_value_heads,
+            "max_position_embeddings": arch.max_position_embeddings,
+            "rope_parameters": {
+                "rope_type": "default", "rope_theta": 1000000.0, "mrope_section": list(vision.mrope_section),
+            },
+            "eos_token_id": eos_id, "pad_token_id": pad_id, "bos_token_id": eos_id,
+        },
+        vision_config={
+            "depth": vision.depth, "embed_dim": vision.embed_dim, "num_heads": vision.num_heads,
+            "mlp_ratio": vision.mlp_ratio, "hidden_size": arch.hidden_size, "patch_size": vision.patch_size,
+            "spatial_merge_size": vision.spatial_merge_size, "temporal_patch_size": vision.temporal_patch_size,
+        },
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True, eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=eos_id,
+    )  # fmt: skip
+    config = Qwen2VLConfig(**config_kwargs)
+    save_tiny_checkpoint(
+        out, model_class=Qwen2VLForConditionalGeneration, config=config, tokenizer=tokenizer, seed=seed
+    )
+    Qwen2VLImageProcessorPil(
+        patch_size=vision.patch_size, merge_size=vision.spatial_merge_size,
+        temporal_patch_size=vision.temporal_patch_size,
+        size={"shortest_edge": vision.min_pixels, "longest_edge": vision.max_pixels},
+    ).save_pretrained(out)  # fmt: skip
 
 
 def save_tiny_checkpoint(out: Path, *, model_class: Any, config: Any, tokenizer: Any, seed: int) -> Any:

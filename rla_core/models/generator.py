@@ -20,6 +20,15 @@ Chat markup: with ``models.serving.chat_template`` on and a tokenizer that has a
 :meth:`Generator.format_prompt` renders a prompt as one user turn plus the assistant header. Callers
 format before generating and record the formatted text, so the trainer sees what the model saw.
 
+Images: a prompt is a ``str`` or an :class:`~rla_core.models.multimodal.ImagePrompt` (text plus image
+file references). ``format_prompt(ImagePrompt)`` returns an ImagePrompt whose text has one image slot
+per image (:meth:`VisionProcessor.format`); ``generate`` takes both kinds, in one list. The
+transformers backend runs a vision-language checkpoint (one whose config has a ``vision_config``) with
+:class:`~rla_core.models.multimodal.VisionProcessor`; an image prompt for a text-only checkpoint is a
+:class:`ModelError`, never a text-only fallback. The vLLM backend sends an image prompt to the chat API
+as content parts that render to exactly the recorded text (:class:`VllmServerGenerator`). A text-only
+checkpoint given text prompts runs exactly as before, on both backends.
+
 Example:
     >>> models = ModelsConfig(serving=ServingConfig(backend=Backend.TRANSFORMERS))
     >>> gen = open_generator(model_dir, models=models)
@@ -38,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from pydantic import ValidationError
 
@@ -46,6 +55,16 @@ from rla_core import progress
 from rla_core.config import Backend, ModelsConfig, SamplingConfig, ServingConfig
 from rla_core.errors import ConfigError, ModelError
 from rla_core.models.bootstrap import resolve_device, validate_checkpoint
+from rla_core.models.multimodal import (
+    ImagePrompt,
+    Prompt,
+    VisionProcessor,
+    chat_content,
+    is_vision_language,
+    load_vl_model,
+    prompt_images,
+    require_vision_language,
+)
 from rla_core.models.serving import VllmServer, check_served, resolve_interpreter, served_models
 
 if TYPE_CHECKING:
@@ -80,7 +99,7 @@ class Generator(Protocol):
 
     def generate(
         self,
-        prompts: Sequence[str],
+        prompts: Sequence[Prompt],
         *,
         n: int,
         sampling: SamplingConfig,
@@ -88,8 +107,13 @@ class Generator(Protocol):
         seeds: Sequence[int] | None = None,
     ) -> list[list[Generation]]: ...
 
-    def format_prompt(self, prompt: str) -> str:
-        """``prompt`` in the model's chat markup when that is switched on and available, else unchanged."""
+    @overload
+    def format_prompt(self, prompt: str) -> str: ...
+    @overload
+    def format_prompt(self, prompt: ImagePrompt) -> ImagePrompt: ...
+    def format_prompt(self, prompt: Prompt) -> Prompt:
+        """``prompt`` in the model's chat markup when that is switched on and available, else unchanged;
+        an :class:`ImagePrompt` also gets one image slot per image."""
         ...
 
     def close(self) -> None: ...
@@ -188,6 +212,7 @@ def open_generator(
             return VllmServerGenerator(
                 server.base_url, model=served, max_in_flight=serving.max_in_flight,
                 tokenizer_dir=Path(model) if serving.chat_template else None, server=server,
+                vision_dir=Path(model) if is_vision_language(Path(model)) else None,
             )  # fmt: skip
         except BaseException:
             server.stop()
@@ -210,7 +235,7 @@ def chat_formatter(tokenizer: Any) -> Callable[[str], str] | None:
     return render
 
 
-def prompt_seeds(prompts: Sequence[str], seed: int, seeds: Sequence[int] | None) -> list[int]:
+def prompt_seeds(prompts: Sequence[Prompt], seed: int, seeds: Sequence[int] | None) -> list[int]:
     """One seed per prompt: ``seeds`` as given (checked), else ``seed + i``."""
     if seeds is None:
         return [seed + i for i in range(len(prompts))]
@@ -232,14 +257,14 @@ def sample_seed(prompt_seed: int, sample_index: int) -> int:
     return int.from_bytes(hashlib.sha256(payload).digest()[:8], "big") >> 1
 
 
-def _check_request(prompts: Sequence[str], n: int, sampling: SamplingConfig) -> SamplingConfig:
+def _check_request(prompts: Sequence[Prompt], n: int, sampling: SamplingConfig) -> SamplingConfig:
     if isinstance(prompts, str) or not isinstance(prompts, Sequence):
         raise ModelError("prompts must be a list of strings, not a single string: wrap it in a list")
     if len(prompts) == 0:
         raise ModelError("generate() got an empty prompt list: pass at least one prompt")
     for i, prompt in enumerate(prompts):
-        if not isinstance(prompt, str):
-            raise ModelError(f"prompt {i} is a {type(prompt).__name__}, not a string")
+        if not isinstance(prompt, (str, ImagePrompt)):
+            raise ModelError(f"prompt {i} is a {type(prompt).__name__}, not a string (or an ImagePrompt)")
     if n < 1:
         raise ModelError(f"n={n} samples per prompt: n must be at least 1")
     try:
@@ -273,6 +298,10 @@ class TransformersGenerator:
     advanced once per generated token. ``argmax(logits / T + Gumbel)`` is an exact sample from the
     tempered, top-p-truncated softmax. Every row draws from its own stream, so finished rows (which keep
     drawing until the batch ends) change nothing for the others. Temperature 0 is plain greedy.
+
+    A vision-language checkpoint loads with its image-text-to-text class and encodes every batch with
+    :class:`VisionProcessor` (text-only prompts too); a batch's images go in with it
+    (``pixel_values``, ``image_grid_thw``), so image prompts are batched like text ones.
     """
 
     def __init__(
@@ -293,13 +322,19 @@ class TransformersGenerator:
             # Real checkpoints often ship without a pad token; EOS is the usual stand-in.
             self._tokenizer.pad_token = self._tokenizer.eos_token
         self._chat = chat_formatter(self._tokenizer) if chat_template else None
-        model: Any = AutoModelForCausalLM.from_pretrained(self.model_dir)
+        self._chat_on = chat_template
+        self._vision: VisionProcessor | None = None
+        if is_vision_language(self.model_dir):
+            self._vision = VisionProcessor.from_pretrained(self.model_dir, tokenizer=self._tokenizer)
+            model: Any = load_vl_model(self.model_dir)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(self.model_dir)
         self._model: Any = model.to(self._device)
         self._model.eval()
 
     def generate(
         self,
-        prompts: Sequence[str],
+        prompts: Sequence[Prompt],
         *,
         n: int,
         sampling: SamplingConfig,
@@ -313,6 +348,8 @@ class TransformersGenerator:
         RNG is neither used nor advanced.
         """
         sampling = _check_request(prompts, n, sampling)
+        if self._vision is None and any(prompt_images(p) for p in prompts):
+            require_vision_language(self.model_dir, what="generate() prompts")
         per_prompt = prompt_seeds(prompts, seed, seeds)
         expanded = [
             (p, sample_seed(s, j)) for p, s in zip(prompts, per_prompt, strict=True) for j in range(n)
@@ -325,18 +362,36 @@ class TransformersGenerator:
                 counter.advance(len(chunk))
         return [flat[i * n : (i + 1) * n] for i in range(len(prompts))]
 
-    def format_prompt(self, prompt: str) -> str:
-        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available)."""
+    @overload
+    def format_prompt(self, prompt: str) -> str: ...
+    @overload
+    def format_prompt(self, prompt: ImagePrompt) -> ImagePrompt: ...
+    def format_prompt(self, prompt: Prompt) -> Prompt:
+        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
+        an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
+        if isinstance(prompt, ImagePrompt):
+            if self._vision is None:
+                require_vision_language(self.model_dir, what="format_prompt() prompts")
+            assert self._vision is not None
+            return self._vision.format(prompt, chat=self._chat_on)
         return self._chat(prompt) if self._chat is not None else prompt
 
     def _generate_batch(
-        self, prompts: list[str], row_seeds: list[int], sampling: SamplingConfig
+        self, prompts: list[Prompt], row_seeds: list[int], sampling: SamplingConfig
     ) -> list[Generation]:
         import torch
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
         tok = self._tokenizer
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        vision: dict[str, Any] = {}
+        if self._vision is not None:
+            enc = self._vision.encode(prompts, padding_side="left")
+            # The batch's images and the per-token modality (the model's M-RoPE needs it).
+            vision = {
+                k: v.to(self._device) for k, v in enc.items() if k not in ("input_ids", "attention_mask")
+            }
+        else:
+            enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         input_ids = enc["input_ids"].to(self._device)
         attention_mask = enc["attention_mask"].to(self._device)
         if input_ids.shape[1] == 0:
@@ -361,7 +416,7 @@ class TransformersGenerator:
             )
             kwargs["logits_processor"] = LogitsProcessorList([sampler])
         with torch.inference_mode():
-            out = self._model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+            out = self._model.generate(input_ids=input_ids, attention_mask=attention_mask, **vision, **kwargs)
         results = []
         for row in range(len(prompts)):
             new = out[row, prompt_len:].tolist()
@@ -478,6 +533,12 @@ class VllmServerGenerator:
     prompt with up to ``max_in_flight`` in flight (a thread pool over one connection pool), so vLLM's
     continuous batching sees many prompts at once; results come back in input order. ``server``, when
     given, is the per-stage server this generator owns and stops on :meth:`close`.
+
+    Image prompts (``vision_dir``: the vision-language checkpoint the server serves) go to
+    ``/v1/chat/completions`` as OpenAI-style content parts (:func:`chat_content`: the formatted text cut
+    at its image slots, each image a base64 PNG); the server renders them with
+    :func:`verbatim_chat_template` (:meth:`VllmServer.start` sets it for a vision-language checkpoint),
+    so the model sees exactly the recorded text, with vLLM's processor expanding each image's slot.
     """
 
     def __init__(
@@ -488,6 +549,7 @@ class VllmServerGenerator:
         max_in_flight: int = 64,
         tokenizer_dir: Path | None = None,
         server: VllmServer | None = None,
+        vision_dir: Path | None = None,
     ) -> None:
         import httpx
 
@@ -503,12 +565,16 @@ class VllmServerGenerator:
             limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight),
         )
         self._chat: Callable[[str], str] | None = None
+        self._chat_on = tokenizer_dir is not None
+        self._vision: VisionProcessor | None = None
         try:
             check_served(self.base_url, model, served_models(self.base_url))
             if tokenizer_dir is not None:
                 from transformers import AutoTokenizer
 
                 self._chat = chat_formatter(AutoTokenizer.from_pretrained(tokenizer_dir))
+            if vision_dir is not None:
+                self._vision = VisionProcessor.from_pretrained(vision_dir)
         except BaseException:
             self.close()
             raise
@@ -518,13 +584,29 @@ class VllmServerGenerator:
             raise ModelError("this VllmServerGenerator is closed: open a new one with open_generator()")
         return self._client
 
-    def format_prompt(self, prompt: str) -> str:
-        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available)."""
+    @overload
+    def format_prompt(self, prompt: str) -> str: ...
+    @overload
+    def format_prompt(self, prompt: ImagePrompt) -> ImagePrompt: ...
+    def format_prompt(self, prompt: Prompt) -> Prompt:
+        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
+        an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
+        if isinstance(prompt, ImagePrompt):
+            return self._vision_processor().format(prompt, chat=self._chat_on)
         return self._chat(prompt) if self._chat is not None else prompt
+
+    def _vision_processor(self) -> VisionProcessor:
+        if self._vision is None:
+            raise ModelError(
+                f"image prompts for {self.model}, which this generator was not opened as a vision-language "
+                "checkpoint for (open_generator passes vision_dir for one): give the role a vision-language "
+                "checkpoint or turn its images off"
+            )
+        return self._vision
 
     def generate(
         self,
-        prompts: Sequence[str],
+        prompts: Sequence[Prompt],
         *,
         n: int,
         sampling: SamplingConfig,
@@ -539,21 +621,27 @@ class VllmServerGenerator:
         (though not the same samples).
         """
         sampling = _check_request(prompts, n, sampling)
+        slot = self._vision_processor().slot if any(isinstance(p, ImagePrompt) for p in prompts) else ""
         per_prompt = prompt_seeds(prompts, seed, seeds)
-        bodies = [
-            {
+        bodies = []
+        for prompt, prompt_seed in zip(prompts, per_prompt, strict=True):
+            body: dict[str, Any] = {
                 "model": self.model,
-                "prompt": prompt,
                 "n": n,
                 "temperature": sampling.temperature,
                 "top_p": sampling.top_p,
                 "max_tokens": sampling.max_new_tokens,
                 "stop": list(sampling.stop),
                 "seed": prompt_seed,
-                "logprobs": 0,  # returns the sampled tokens, so each choice's token count is known
             }
-            for prompt, prompt_seed in zip(prompts, per_prompt, strict=True)
-        ]
+            if isinstance(prompt, ImagePrompt):
+                # The recorded text already holds the chat markup: rendered verbatim, no header added.
+                body["messages"] = [{"role": "user", "content": chat_content(prompt, slot)}]
+                body |= {"add_generation_prompt": False, "logprobs": True, "top_logprobs": 0}
+            else:
+                # logprobs=0 returns the sampled tokens, so each choice's token count is known.
+                body |= {"prompt": prompt, "logprobs": 0}
+            bodies.append(body)
         client = self._http()
         with progress.track("generation", total=len(bodies) * n, unit="sequences", log_end=False) as counter:
             if len(bodies) == 1 or self.max_in_flight == 1:
@@ -572,15 +660,35 @@ class VllmServerGenerator:
     def _request(self, client: httpx.Client, body: dict[str, Any], n: int) -> list[Generation]:
         import httpx
 
+        route = "/chat/completions" if "messages" in body else "/completions"
         try:
-            resp = client.post("/completions", json=body)
+            resp = client.post(route, json=body)
         except httpx.HTTPError as err:
-            raise ModelError(f"vLLM request to {self.base_url}/completions failed: {err}") from None
+            raise ModelError(f"vLLM request to {self.base_url}{route} failed: {err}") from None
         if resp.status_code != 200:
-            raise ModelError(
-                f"vLLM {self.base_url}/completions answered {resp.status_code}: {resp.text[:500]}"
-            )
+            raise ModelError(f"vLLM {self.base_url}{route} answered {resp.status_code}: {resp.text[:500]}")
+        if route == "/chat/completions":
+            return self._parse_chat(resp.json(), n)
         return self._parse(resp.json(), n)
+
+    def _parse_chat(self, payload: dict[str, Any], n: int) -> list[Generation]:
+        """Chat completions: the text is ``message.content``, the token count that of ``logprobs.content``."""
+        choices = sorted(payload["choices"], key=lambda c: c["index"])
+        if len(choices) != n:
+            raise ModelError(f"vLLM returned {len(choices)} choices, expected n={n}")
+        prompt_tokens = int(payload["usage"]["prompt_tokens"])
+        out = []
+        for choice in choices:
+            reason = choice.get("finish_reason")
+            if reason not in ("stop", "length"):
+                raise ModelError(f"vLLM finished a completion with reason {reason!r} (expected stop/length)")
+            tokens = (choice.get("logprobs") or {}).get("content")
+            if tokens is None:
+                raise ModelError(
+                    "vLLM chat response has no logprobs.content: the server ignored logprobs=true"
+                )
+            out.append(Generation(choice["message"]["content"] or "", prompt_tokens, len(tokens), reason))
+        return out
 
     def _parse(self, payload: dict[str, Any], n: int) -> list[Generation]:
         choices = sorted(payload["choices"], key=lambda c: c["index"])

@@ -128,6 +128,19 @@ def check_served(base_url: str, name: str, served: Sequence[str]) -> None:
         )
 
 
+def _vision_args(checkpoint: Path, template_path: Path) -> tuple[str, ...]:
+    """Server arguments of a vision-language checkpoint: the chat template that renders image prompts
+    verbatim (:func:`~rla_core.models.multimodal.verbatim_chat_template`, written to ``template_path``),
+    content parts passed to it as parts. None for a text-only checkpoint."""
+    from rla_core.models.multimodal import VisionProcessor, is_vision_language, verbatim_chat_template
+
+    if not is_vision_language(checkpoint):
+        return ()
+    template_path.parent.mkdir(parents=True, exist_ok=True)
+    template_path.write_text(verbatim_chat_template(VisionProcessor.from_pretrained(checkpoint).slot))
+    return ("--chat-template", str(template_path), "--chat-template-content-format", "openai")
+
+
 class VllmServer:
     """One vLLM OpenAI-compatible server on one checkpoint, stopped with :meth:`stop` or the ``with`` exit."""
 
@@ -162,11 +175,11 @@ class VllmServer:
         interpreter = resolve_interpreter(serving.interpreter)
         tp = getattr(serving.tensor_parallel, role) if role in ROLES else 1
         port = free_port()
+        rdir = runtime_dir or default_runtime_dir(KIND)
         argv = server_argv(
             interpreter, ckpt.resolve(), name=name, port=port, dtype=serving.dtype, tensor_parallel=tp,
-            extra_args=serving.extra_args,
+            extra_args=(*_vision_args(ckpt, rdir / "chat-templates" / f"{name}.jinja"), *serving.extra_args),
         )  # fmt: skip
-        rdir = runtime_dir or default_runtime_dir(KIND)
         env = dict(os.environ)
         # GiB of KV cache for the CPU build (GPU builds ignore it).
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

@@ -5,7 +5,8 @@ as JSON: checkpoint, prepared token rows, train config, LoRA, seed, device, auto
 launches N of these under the strategy's file in ``infra/accelerate/`` (``trainer.ACCELERATE_CONFIGS``),
 or, with ``cluster.backend=ray``, N Ray Train workers call :func:`main` with that file's settings in
 their environment (:mod:`rla_core.cluster.ray_train`).
-Each rank loads the checkpoint in fp32, runs
+Each rank loads the checkpoint in fp32 (a vision-language one with its image processor, when rows carry
+image references), runs
 :func:`~rla_core.models.trainer.train_loop` on its share of every optimizer step's rows through an
 :class:`accelerate.Accelerator` (DDP, FSDP or DeepSpeed ZeRO-3 per the config file; gloo on CPU), and
 rank 0 writes the fp32 checkpoint and the metrics. A rank that fails writes ``error-rank<r>.txt``
@@ -27,6 +28,7 @@ from typing import Any
 from rla_core.config import LoraConfig
 from rla_core.errors import ModelError
 from rla_core.models import trainer
+from rla_core.models.multimodal import VisionProcessor, copy_processor_files
 from rla_core.models.trainer import ERROR_SEPARATOR, WorkerSpec
 
 
@@ -134,8 +136,12 @@ def run(spec: WorkerSpec) -> None:
             )
     # Created after the Accelerator so ZeRO-3 init (zero3_init_flag) partitions weights while loading.
     model = trainer.load_fp32(spec.model_dir)
+    # Rows with images: each rank reads their pixels from the files (references, never pixels, travel).
+    vision = VisionProcessor.from_pretrained(spec.model_dir) if any(r.images for r in spec.rows) else None
     with trainer.torch_rng(spec.seed, str(accelerator.device)):
-        model, metrics = trainer.train_loop(model, list(spec.rows), cfg=cfg, lora=lora, runtime=runtime)
+        model, metrics = trainer.train_loop(
+            model, list(spec.rows), cfg=cfg, lora=lora, runtime=runtime, vision=vision
+        )
     _save(runtime, model, spec.model_dir, spec.out_dir, lora, spec.error_dir)
     if runtime.is_main:
         spec.metrics_path.write_text(json.dumps(metrics))
@@ -175,6 +181,7 @@ def _save(
             sd = merge_lora_state_dict(state, lora) if lora.enabled else state
             base.save_pretrained(out, state_dict={k: v.float() for k, v in sd.items()})
         AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
+        copy_processor_files(model_dir, out)
     acc.wait_for_everyone()
 
 

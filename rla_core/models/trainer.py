@@ -57,6 +57,14 @@ from rla_core.algo.losses import ppo_k3_loss
 from rla_core.config import ClusterBackend, ClusterConfig, LoraConfig, TrainConfig, TrainDtype, TrainStrategy
 from rla_core.errors import ModelError, ProcessError
 from rla_core.models.bootstrap import resolve_device, validate_checkpoint
+from rla_core.models.multimodal import (
+    ImagePrompt,
+    VisionProcessor,
+    copy_processor_files,
+    is_vision_language,
+    load_vl_model,
+    require_vision_language,
+)
 from rla_core.procs import ProcessGroup, default_runtime_dir
 from rla_core.store import publish_dir
 
@@ -79,11 +87,17 @@ ERROR_SEPARATOR = "\n--- traceback ---\n"
 
 @dataclass(frozen=True)
 class TrainRow:
-    """One tokenised training row: prompt and response token ids (no padding) and the row's advantage."""
+    """One tokenised training row: prompt and response token ids (no padding) and the row's advantage.
+
+    ``images``: the image files the prompt shows, in order (empty for a text row); ``prompt_ids`` then
+    hold each image's expanded ``<|image_pad|>`` run (:meth:`VisionProcessor.prompt_ids`), and the
+    pixels are read from the files for every forward pass (:func:`_response_logps`).
+    """
 
     prompt_ids: list[int]
     response_ids: list[int]
     advantage: float
+    images: tuple[str, ...] = ()
 
 
 class WorkerSpec(BaseModel):
@@ -254,8 +268,12 @@ def rl_update(
 ) -> dict[str, float]:
     """One RL update of the checkpoint ``model_dir`` from ``rows`` (spec §4); writes ``out_dir`` (fp32).
 
-    Reads columns ``prompt``, ``response``, ``advantage`` (extra columns are ignored), in file order.
-    Rows whose prompt exceeds ``cfg.max_prompt_len`` tokens are dropped; responses are right-truncated
+    Reads columns ``prompt``, ``response``, ``advantage`` (extra columns are ignored), in file order,
+    and ``images`` when present (a list of image file references per row, null or empty for a text
+    row): an image row's prompt is the formatted text with one image slot per image
+    (``Generator.format_prompt`` of an :class:`ImagePrompt`), and its log-probabilities are computed
+    given those images, as at generation. Rows whose prompt exceeds ``cfg.max_prompt_len`` tokens
+    (image tokens included) are dropped; responses are right-truncated
     to ``cfg.max_gen_len`` tokens; no EOS is appended. π_old log-probs are computed once, before any
     update, with the same model. Per row and response token t::
 
@@ -280,7 +298,8 @@ def rl_update(
     _require_columns(rows, ("prompt", "response", "advantage"), "rl_update")
     validate_checkpoint(Path(model_dir))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    prepared, counts = _prepare_rl_rows(rows, tokenizer, cfg)
+    vision = _vision_for(Path(model_dir), rows, tokenizer, what="rl_update rows")
+    prepared, counts = _prepare_rl_rows(rows, tokenizer, cfg, vision)
     metrics: dict[str, float] = {"rows_in": float(rows.height), **counts, "rows_used": float(len(prepared))}
     if not prepared or all(r.advantage == 0.0 for r in prepared):
         reason = "empty_batch" if not prepared else "zero_advantages"
@@ -300,9 +319,9 @@ def rl_update(
     model = load_fp32(Path(model_dir))
     runtime = LocalRuntime(placement.device, placement.dtype)
     with torch_rng(seed, placement.device):
-        model, stats = train_loop(model, prepared, cfg=cfg, lora=lora, runtime=runtime)
+        model, stats = train_loop(model, prepared, cfg=cfg, lora=lora, runtime=runtime, vision=vision)
     model = merge_lora(model, lora)
-    _write_atomically(out_dir, lambda tmp: _save(model.to("cpu"), tokenizer, tmp))
+    _write_atomically(out_dir, lambda tmp: _save(model.to("cpu"), tokenizer, tmp, source=Path(model_dir)))
     return {**metrics, **stats, "noop": 0.0}
 
 
@@ -446,9 +465,17 @@ class LocalRuntime:
 
 
 def train_loop(
-    model: Any, prepared: list[TrainRow], *, cfg: TrainConfig, lora: LoraConfig, runtime: TrainRuntime
+    model: Any,
+    prepared: list[TrainRow],
+    *,
+    cfg: TrainConfig,
+    lora: LoraConfig,
+    runtime: TrainRuntime,
+    vision: VisionProcessor | None = None,
 ) -> tuple[Any, dict[str, float]]:
     """The spec §4 update of ``model`` (fp32 weights) on this rank's share of ``prepared``.
+
+    ``vision``: the checkpoint's processor, needed when rows carry images (it reads their pixels).
 
     ``runtime`` is a :class:`LocalRuntime` or the worker's accelerate runtime. Every rank sees the same
     number of micro-batches per optimizer step (padding micro-batches carry weight 0), so collective
@@ -482,7 +509,7 @@ def train_loop(
             for micro in group:
                 with runtime.autocast():
                     logps, _ = _response_logps(
-                        model, [prepared[i] for i, _ in micro], device, selective_log_softmax
+                        model, [prepared[i] for i, _ in micro], device, selective_log_softmax, vision
                     )
                 old[-1].append(logps.float())
     model.train()
@@ -500,7 +527,7 @@ def train_loop(
             # DDP decides at forward time whether this backward all-reduces: both run in sync_context.
             with runtime.sync_context(model, sync):
                 with runtime.autocast():
-                    logps, mask = _response_logps(model, batch, device, selective_log_softmax)
+                    logps, mask = _response_logps(model, batch, device, selective_log_softmax, vision)
                 logps, mask = logps.float(), mask.float()
                 adv = torch.tensor([r.advantage for r in batch], dtype=torch.float32, device=device)[:, None]
                 pg, kl, clipped = ppo_k3_loss(logps, old[g][m], adv, mask, cfg.clip_eps)
@@ -589,11 +616,14 @@ def torch_rng(seed: int, device: str) -> Iterator[None]:
 
 
 def load_fp32(model_dir: Path) -> Any:
-    """The checkpoint's model with fp32 weights, whatever dtype it was saved in (explicit, never inferred)."""
+    """The checkpoint's model with fp32 weights, whatever dtype it was saved in (explicit, never inferred);
+    a vision-language checkpoint with its image-text-to-text class (vision tower included)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     validate_checkpoint(Path(model_dir))
+    if is_vision_language(Path(model_dir)):
+        return load_vl_model(Path(model_dir), dtype=torch.float32)
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
 
 
@@ -617,7 +647,8 @@ def sft(
 ) -> dict[str, float]:
     """Supervised fine-tuning (warm start) on demonstrations; writes a checkpoint to ``out_dir``.
 
-    Reads columns ``prompt`` and ``response``. Each row is ``prompt + response + EOS``; the loss is the
+    Reads columns ``prompt`` and ``response``, and ``images`` when present (as :func:`rl_update`: the
+    demonstration's prompt is then shown with its screenshots). Each row is ``prompt + response + EOS``; the loss is the
     token-mean cross-entropy over response and EOS tokens, so the model learns to answer and stop.
     With ``prompt_weight > 0`` the prompt tokens count too, each with that weight (language modelling of
     the prompt: it helps a model trained from scratch learn to copy from its context). Batches of
@@ -639,19 +670,22 @@ def sft(
             f"epochs={epochs}, lr={lr}, batch_size={batch_size}, prompt_weight={prompt_weight}"
         )
     model, tokenizer = _load(model_dir)
+    vision = _vision_for(Path(model_dir), rows, tokenizer, what="sft rows")
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ModelError(f"tokenizer of {model_dir} has no EOS token: SFT must teach the model to stop")
-    limit = int(getattr(model.config, "max_position_embeddings", 1 << 30))
+    limit = _context_limit(model.config)
     prepared: list[TrainRow] = []
     too_long = 0
-    for prompt, response in zip(rows["prompt"].to_list(), rows["response"].to_list(), strict=True):
-        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    for prompt, response, images in zip(
+        rows["prompt"].to_list(), rows["response"].to_list(), _row_images(rows), strict=True
+    ):
+        p_ids = _prompt_ids(prompt, images, tokenizer, vision)
         r_ids = [*tokenizer(response, add_special_tokens=False)["input_ids"], eos]
         if len(p_ids) + len(r_ids) > limit or not p_ids:
             too_long += 1
             continue
-        prepared.append(TrainRow(p_ids, r_ids, 1.0))
+        prepared.append(TrainRow(p_ids, r_ids, 1.0, images))
     metrics = {
         "rows_in": float(rows.height),
         "rows_used": float(len(prepared)),
@@ -686,9 +720,9 @@ def sft(
             for start in range(0, len(order), batch_size):
                 batch = [prepared[i] for i in order[start : start + batch_size]]
                 if prompt_weight > 0:
-                    loss = _weighted_sequence_nll(model, batch, device, prompt_weight)
+                    loss = _weighted_sequence_nll(model, batch, device, prompt_weight, vision)
                 else:
-                    logps, mask = _response_logps(model, batch, device, selective_log_softmax)
+                    logps, mask = _response_logps(model, batch, device, selective_log_softmax, vision)
                     loss = -(logps * mask).sum() / mask.sum()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), SFT_GRAD_CLIP)
@@ -701,7 +735,7 @@ def sft(
                 count += len(batch)
             epoch_losses.append(total / count)
         counter.finish()
-    _write_atomically(out_dir, lambda tmp: _save(model, tokenizer, tmp))
+    _write_atomically(out_dir, lambda tmp: _save(model, tokenizer, tmp, source=Path(model_dir)))
     return {
         **metrics,
         "loss": epoch_losses[-1],
@@ -736,10 +770,56 @@ def response_logprobs(model_dir: Path, prompts: Sequence[str], responses: Sequen
     return ((logps * mask).sum(-1) / mask.sum(-1)).tolist()
 
 
+def token_logprobs(model_dir: Path, rows: pl.DataFrame, *, micro_batch_size: int = 8) -> list[list[float]]:
+    """Per-token log-probabilities of each row's response given its prompt (and its images), as the
+    update computes them (spec §4's logπ): the same tokenisation as :func:`rl_update` (columns
+    ``prompt``, ``response``, optional ``images``; no truncation) and the same forward pass, fp32, in
+    micro-batches of ``micro_batch_size`` rows. ``result[i][t]`` is log p(response token t | prompt,
+    images, response tokens < t) of row i.
+
+    Example:
+        >>> token_logprobs(ckpt, pl.DataFrame({"prompt": [p], "response": [" click 3"], "images": [[png]]}))
+    """
+    import torch
+    from trl.trainer.utils import selective_log_softmax
+
+    _require_columns(rows, ("prompt", "response"), "token_logprobs")
+    if micro_batch_size < 1:
+        raise ModelError(f"micro_batch_size={micro_batch_size}: must be at least 1")
+    model, tokenizer = _load(model_dir)
+    vision = _vision_for(Path(model_dir), rows, tokenizer, what="token_logprobs rows")
+    prepared = []
+    for i, (prompt, response, images) in enumerate(
+        zip(rows["prompt"].to_list(), rows["response"].to_list(), _row_images(rows), strict=True)
+    ):
+        row = TrainRow(
+            _prompt_ids(prompt, images, tokenizer, vision),
+            tokenizer(response, add_special_tokens=False)["input_ids"], 0.0, images,
+        )  # fmt: skip
+        if not row.prompt_ids or not row.response_ids:
+            raise ModelError(f"token_logprobs row {i}: the prompt and the response must both have tokens")
+        prepared.append(row)
+    model.eval()
+    out: list[list[float]] = []
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for start in range(0, len(prepared), micro_batch_size):
+            batch = prepared[start : start + micro_batch_size]
+            logps, _ = _response_logps(model, batch, device, selective_log_softmax, vision)
+            out.extend(logps[i, : len(r.response_ids)].tolist() for i, r in enumerate(batch))
+    return out
+
+
 # --- components ------------------------------------------------------------------------------------
 
 
-def _weighted_sequence_nll(model: Any, batch: Sequence[TrainRow], device: Any, prompt_weight: float) -> Any:
+def _weighted_sequence_nll(
+    model: Any,
+    batch: Sequence[TrainRow],
+    device: Any,
+    prompt_weight: float,
+    vision: VisionProcessor | None = None,
+) -> Any:
     """Weighted token-mean NLL of whole rows: response tokens weigh 1, prompt tokens ``prompt_weight``."""
     import torch
 
@@ -750,7 +830,7 @@ def _weighted_sequence_nll(model: Any, batch: Sequence[TrainRow], device: Any, p
         weight[i, : len(r.prompt_ids)] = prompt_weight
         weight[i, len(r.prompt_ids) : len(s)] = 1.0
     ids, attn, weight = ids.to(device), attn.to(device), weight[:, 1:].to(device)
-    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
+    logits = _forward(model, ids, attn, batch, vision).logits[:, :-1]
     nll = torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
     ).view_as(weight)
@@ -770,15 +850,36 @@ def _pad_right(seqs: Sequence[list[int]]) -> tuple[Any, Any]:
     return ids, attn
 
 
+def _forward(
+    model: Any, ids: Any, attn: Any, batch: Sequence[TrainRow], vision: VisionProcessor | None
+) -> Any:
+    """``model``'s output for the right-padded rows ``ids``; rows with images get their pixels (read from
+    the files now, in row order) and the per-token modality, as at generation. A text batch: ids only."""
+    if not any(r.images for r in batch):
+        return model(input_ids=ids, attention_mask=attn)
+    if vision is None:
+        raise ModelError("training rows carry images but no VisionProcessor was given: pass vision=")
+    images = [ref for r in batch for ref in r.images]
+    pixels = vision.pixels(images, prompt=f"{len(batch)} training rows")
+    return model(
+        input_ids=ids, attention_mask=attn, mm_token_type_ids=vision.token_types(ids),
+        **{k: v.to(ids.device) for k, v in pixels.items()},
+    )  # fmt: skip
+
+
 def _response_logps(
-    model: Any, batch: Sequence[TrainRow], device: Any, selective_log_softmax: Any
+    model: Any,
+    batch: Sequence[TrainRow],
+    device: Any,
+    selective_log_softmax: Any,
+    vision: VisionProcessor | None = None,
 ) -> tuple[Any, Any]:
     """Log-probs of each row's response tokens, right-padded: (B, T_resp_max) and its mask."""
     import torch
 
     ids, attn = _pad_right([r.prompt_ids + r.response_ids for r in batch])
     ids, attn = ids.to(device), attn.to(device)
-    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
+    logits = _forward(model, ids, attn, batch, vision).logits[:, :-1]
     token_logps = selective_log_softmax(logits, ids[:, 1:])  # position j predicts token j+1
     resp_width = max(len(r.response_ids) for r in batch)
     out = torch.zeros((len(batch), resp_width), dtype=token_logps.dtype, device=device)
@@ -790,17 +891,55 @@ def _response_logps(
     return out, mask
 
 
+def _row_images(rows: pl.DataFrame) -> list[tuple[str, ...]]:
+    """Each row's image references (column ``images``: a list of paths; null, empty or absent: none)."""
+    if "images" not in rows.columns:
+        return [()] * rows.height
+    out = []
+    for i, refs in enumerate(rows["images"].to_list()):
+        if refs is not None and (isinstance(refs, str) or not isinstance(refs, list)):
+            raise ModelError(f"row {i}: images must be a list of image paths, got {refs!r:.80}")
+        out.append(tuple(refs or ()))
+    return out
+
+
+def _vision_for(model_dir: Path, rows: pl.DataFrame, tokenizer: Any, *, what: str) -> VisionProcessor | None:
+    """The processor of ``model_dir`` when ``rows`` carry images (a text-only checkpoint: ModelError)."""
+    if not any(_row_images(rows)):
+        return None
+    require_vision_language(model_dir, what=what)
+    return VisionProcessor.from_pretrained(model_dir, tokenizer=tokenizer)
+
+
+def _prompt_ids(
+    prompt: str, images: tuple[str, ...], tokenizer: Any, vision: VisionProcessor | None
+) -> list[int]:
+    """The prompt's token ids as the model saw them at generation (image slots expanded when it has images)."""
+    if images:
+        assert vision is not None  # _vision_for gives one whenever a row has images
+        return vision.prompt_ids(ImagePrompt(prompt, images))
+    ids: list[int] = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    return ids
+
+
+def _context_limit(config: Any) -> int:
+    """The model's context length (a vision-language config keeps it in its text_config)."""
+    text = getattr(config, "text_config", None) or config
+    return int(getattr(text, "max_position_embeddings", 1 << 30))
+
+
 def _prepare_rl_rows(
-    rows: pl.DataFrame, tokenizer: Any, cfg: TrainConfig
+    rows: pl.DataFrame, tokenizer: Any, cfg: TrainConfig, vision: VisionProcessor | None = None
 ) -> tuple[list[TrainRow], dict[str, float]]:
     prepared: list[TrainRow] = []
     too_long = truncated = empty = 0
-    for prompt, response, adv in zip(
-        rows["prompt"].to_list(), rows["response"].to_list(), rows["advantage"].to_list(), strict=True
-    ):
+    for prompt, response, adv, images in zip(
+        rows["prompt"].to_list(), rows["response"].to_list(), rows["advantage"].to_list(),
+        _row_images(rows), strict=True,
+    ):  # fmt: skip
         if adv is None or not math.isfinite(float(adv)):
             raise ModelError(f"advantage {adv!r} for prompt {str(prompt)[:60]!r} is not a finite number")
-        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        p_ids = _prompt_ids(prompt, images, tokenizer, vision)
         if len(p_ids) > cfg.max_prompt_len:
             too_long += 1
             continue
@@ -812,7 +951,7 @@ def _prepare_rl_rows(
             # No token to score: the row cannot contribute a gradient.
             empty += 1
             continue
-        prepared.append(TrainRow(p_ids, r_ids, float(adv)))
+        prepared.append(TrainRow(p_ids, r_ids, float(adv), images))
     return prepared, {
         "rows_dropped_prompt_too_long": float(too_long),
         "rows_truncated": float(truncated),
@@ -858,9 +997,11 @@ def merge_lora(model: Any, lora: LoraConfig) -> Any:
     return model.merge_and_unload() if lora.enabled else model
 
 
-def _save(model: Any, tokenizer: Any, out: Path) -> None:
+def _save(model: Any, tokenizer: Any, out: Path, *, source: Path) -> None:
+    """The model and tokenizer, plus the image processor config of a vision-language ``source``."""
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    copy_processor_files(source, out)
 
 
 def _copy_checkpoint(src: Path, out: Path) -> None:
