@@ -69,10 +69,11 @@ def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopSta
         if cfg.adaptation.enabled
         else labels
     )
-    # 5. Train the policy, then the reward model (unless frozen).
-    policy = train_policy(run, iteration, samples=labels, policy=state.policy)
+    # 5. Train the policy, then the reward model (unless frozen); image rows read the rollouts' screens.
+    screens = {"screens": rollouts} if cfg.models.images.any else {}
+    policy = train_policy(run, iteration, samples=labels, policy=state.policy, **screens)
     reward_model = (
-        train_reward(run, iteration, samples=labels, reward_model=state.reward_model)
+        train_reward(run, iteration, samples=labels, reward_model=state.reward_model, **screens)
         if cfg.training.reward.enabled
         else state.reward_model
     )

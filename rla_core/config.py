@@ -206,6 +206,33 @@ def speed_only(key: str) -> bool:
     return any(key == k or key.startswith(f"{k}.") for k in SPEED_ONLY_KEYS)
 
 
+# Model references of the tiny models the project builds locally (rla_core.models.bootstrap.resolve_model):
+# 'tiny:<name>' a text model, 'tiny-vl:<name>' a vision-language one.
+TINY_PREFIX = "tiny:"
+TINY_VL_PREFIX = "tiny-vl:"
+
+
+class ImagesConfig(_Section):
+    """Which screenshots the vision-language roles see (GUI setting; docs/vision-language.md)."""
+
+    policy: int = Field(
+        0,
+        ge=0,
+        le=8,
+        description=(
+            "Screens in the policy's prompt: 0 none (text only), 1 the current screen, k the current one "
+            "and the k-1 before it in the episode."
+        ),
+    )
+    reward: bool = Field(
+        False, description="The judge sees the step's screen and the screen after it (spec §1.3)."
+    )
+
+    @property
+    def any(self) -> bool:
+        return self.policy > 0 or self.reward
+
+
 class ModelsConfig(_Section):
     """Which models play policy, reward model and environment model, and how they generate."""
 
@@ -226,6 +253,10 @@ class ModelsConfig(_Section):
     generation_batch_size: int = Field(32, ge=1, description="Prompts per transformers generate call.")
     history_turns: int = Field(
         2, ge=0, description="Earlier (observation, action) turns shown in the policy prompt."
+    )
+    images: ImagesConfig = Field(
+        default_factory=lambda: ImagesConfig(),
+        description="Screenshots in the prompts of vision-language policy and judge (GUI setting).",
     )
     warm_start: bool = Field(True, description="SFT tiny models on expert demonstrations before iteration 1.")
     warm_start_epochs: int = Field(20, ge=0, description="Passes over the warm-start demonstrations.")
@@ -636,6 +667,32 @@ class RunConfig(_Section):
                 "coding problems have no generation parameters to move: set adaptation.rewriter=llm with "
                 "models.environment, or adaptation.enabled=false for a static problem set"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _images_need_screens(self) -> Self:
+        images = self.models.images
+        if not images.any:
+            return self
+        on = ", ".join(
+            f"models.images.{k}={v}" for k, v in images.model_dump().items() if v not in (0, False)
+        )
+        if self.setting is not Setting.GUI:
+            raise ValueError(
+                f"{on}: only the gui setting has screenshots (setting={self.setting.value}); "
+                "set models.images.policy=0 and models.images.reward=false"
+            )
+        if not self.gui.screenshots:
+            raise ValueError(
+                f"{on} needs the screenshots the rollouts keep: set gui.screenshots=true, or turn the images off"
+            )
+        for role, seen in (("policy", images.policy > 0), ("reward", images.reward)):
+            ref = getattr(self.models, role)
+            if seen and ref.startswith(TINY_PREFIX):
+                raise ValueError(
+                    f"models.images.{role} is on but models.{role}={ref!r} is a tiny text-only model: use a "
+                    f"vision-language one (e.g. models.{role}=tiny-vl:{role}) or turn its images off"
+                )
         return self
 
     def config_hash(self) -> str:

@@ -27,6 +27,8 @@ Str: pl.DataType = pl.String()
 I64: pl.DataType = pl.Int64()
 F64: pl.DataType = pl.Float64()
 Bool: pl.DataType = pl.Boolean()
+# Image file references of a prompt, in order (null: a text prompt), relative to the rollout stage's files.
+Images: pl.DataType = pl.List(pl.String())
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "rollout_id": I64,
                 "step": I64,
                 "prompt": Str,
+                "images": Images,
                 "response": Str,
                 "action": Str,
                 "action_valid": Bool,
@@ -109,7 +112,7 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "prompt_tokens": I64,
                 "response_tokens": I64,
             },
-            added=("next_observation_ref",),
+            added=("next_observation_ref", "images"),
         ),
         _schema(
             "judgments",
@@ -121,10 +124,12 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "step": I64,
                 "judge_idx": I64,
                 "prompt": Str,
+                "images": Images,
                 "response": Str,
                 "score": F64,
                 "parse_error": Str,
             },
+            added=("images",),
         ),
         _schema(
             "unit_tests",
@@ -166,8 +171,10 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "reward": F64,
                 "advantage": F64,
                 "prompt": Str,
+                "images": Images,
                 "response": Str,
             },
+            added=("images",),
         ),
         _schema(
             "reward_samples",
@@ -181,8 +188,10 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "reward": F64,
                 "advantage": F64,
                 "prompt": Str,
+                "images": Images,
                 "response": Str,
             },
+            added=("images",),
         ),
         _schema(
             "decisions",
@@ -287,12 +296,17 @@ def empty_frame(name: str) -> pl.DataFrame:
     return pl.DataFrame(schema=get_schema(name).polars_schema)
 
 
+def images_column(frame: pl.DataFrame) -> pl.Expr:
+    """``frame``'s prompt images (column ``images``), or nulls when it has none (text prompts)."""
+    return pl.col("images") if "images" in frame.columns else pl.lit(None, Images).alias("images")
+
+
 def validate(name: str, df: pl.DataFrame, *, where: str = "", written_before: bool = False) -> pl.DataFrame:
     """Check ``df`` against artifact ``name`` and return it with columns in schema order.
 
     Raises SchemaError listing every missing, extra and mistyped column. Integer and float columns
     whose dtype differs only in width (Int32 vs Int64) are cast; a Null-typed column (all values
-    null) is cast to the declared dtype. ``written_before`` (a stored frame being read): the schema's
+    null, or lists of nulls only) is cast to the declared dtype. ``written_before`` (a stored frame being read): the schema's
     ``added`` columns it lacks are filled with nulls.
     """
     schema = get_schema(name)
@@ -310,9 +324,8 @@ def validate(name: str, df: pl.DataFrame, *, where: str = "", written_before: bo
         have = df.schema[col]
         if have == want:
             continue
-        if have == pl.Null or (
-            have.is_numeric() and want.is_numeric() and (have.is_integer() or want.is_float())
-        ):
+        all_null = have == pl.Null or have == pl.List(pl.Null)  # a column (or list column) of nulls only
+        if all_null or (have.is_numeric() and want.is_numeric() and (have.is_integer() or want.is_float())):
             casts.append(pl.col(col).cast(want))
         else:
             mistyped.append(f"{col} is {have}, expected {want}")

@@ -174,10 +174,25 @@ class GenerationModels(Slice):
     generation_batch_size: int
 
 
+class PolicyImages(Slice):
+    policy: int
+
+
+class RewardImages(Slice):
+    reward: bool
+
+
 class PolicyModels(GenerationModels):
-    """A generator for the policy plus the prompt history it shows (rollouts, evaluation)."""
+    """A generator for the policy plus the prompt history and screens it shows (rollouts, evaluation)."""
 
     history_turns: int
+    images: PolicyImages
+
+
+class JudgeModels(GenerationModels):
+    """A generator for the reward model plus whether its prompts show the step's screens."""
+
+    images: RewardImages
 
 
 class AdaptModels(GenerationModels):
@@ -387,7 +402,7 @@ class JudgeInputs(StageInputs):
     threads: int
     cluster: ClusterConfig
     judge: JudgeConfig
-    models: GenerationModels
+    models: JudgeModels
 
 
 class WriteTestsInputs(StageInputs):
@@ -465,6 +480,8 @@ class RolloutRequest:
     iteration: int
     history_turns: int
     invalid_action: InvalidAction = InvalidAction.FALLBACK
+    # Screens in each policy prompt (``models.images.policy``): 0 text only, k the last k of the episode.
+    images: int = 0
     env: EnvSection | None = None  # what the adapter opens; None for a caller that passes its own env
     workdir: Path | None = None
     # A shard's episodes, (task_id, rollout_id) in canonical order (rla_core.cluster.shards); None: all.

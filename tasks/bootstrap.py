@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rla_core.settings import file_digest
 from rla_core.settings.warm_start import warm_start_models
 from rla_core.stage_inputs import BootstrapInputs, Role, StageName
-from tasks.stage import StageContext, file_digest, stage
+from tasks.stage import StageContext, stage
 
 
 @stage(StageName.BOOTSTRAP, inputs=BootstrapInputs, key_extra=lambda i: file_digest(i.task_file()))

@@ -8,15 +8,17 @@ draws (measured in docs/bench-design.md §4).
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from pathlib import Path
 
 import polars as pl
 
 from rla_core.algo.metrics import eval_metrics, eval_rows
 from rla_core.models.serving import served_name
-from rla_core.settings import adapter_for
+from rla_core.settings import adapter_for, file_digest
 from rla_core.stage_inputs import EvaluateInputs, Role, RolloutRequest, StageName
-from tasks.stage import StageContext, StageRef, file_digest, stage, stage_seed
+from tasks.stage import StageContext, StageRef, stage, stage_seed
 
 
 def eval_seed(run_seed: int) -> int:
@@ -40,15 +42,26 @@ def evaluate_checkpoint(
     from rla_core.models.generator import GeneratorSpec
 
     adapter = adapter_for(inputs.setting)
-    request = RolloutRequest(
-        tasks=tuple(adapter.eval_tasks(inputs, tasks_file)), n=inputs.evaluation.rollouts_per_task,
-        max_steps=inputs.evaluation.max_steps, sampling=inputs.evaluation.sampling, seed=seed,
-        iteration=iteration, history_turns=inputs.models.history_turns, env=inputs.env(),
-    )  # fmt: skip
-    generator = GeneratorSpec(
-        checkpoint=policy_dir, models=inputs.models, role=Role.POLICY, name=served_as, threads=inputs.threads
-    )
-    frames = play_episodes(request, setting=inputs.setting, generator=generator, cluster=inputs.cluster)
+    images = inputs.models.images.policy
+    with contextlib.ExitStack() as stack:
+        # A policy that sees its screens needs them while it plays; 'eval' records no prompt, so they go.
+        workdir = (
+            Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rla-eval-"))) if images else None
+        )
+        request = RolloutRequest(
+            tasks=tuple(adapter.eval_tasks(inputs, tasks_file)), n=inputs.evaluation.rollouts_per_task,
+            max_steps=inputs.evaluation.max_steps, sampling=inputs.evaluation.sampling, seed=seed,
+            iteration=iteration, history_turns=inputs.models.history_turns, images=images, env=inputs.env(),
+            workdir=workdir,
+        )  # fmt: skip
+        generator = GeneratorSpec(
+            checkpoint=policy_dir,
+            models=inputs.models,
+            role=Role.POLICY,
+            name=served_as,
+            threads=inputs.threads,
+        )
+        frames = play_episodes(request, setting=inputs.setting, generator=generator, cluster=inputs.cluster)
     return eval_rows(frames["rollouts"], iteration=iteration)
 
 

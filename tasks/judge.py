@@ -20,6 +20,7 @@ def judge(ctx: StageContext[JudgeInputs], *, rollouts: StageRef, reward_model: S
         steps, generator=ctx.generator_spec(reward_model, Role.REWARD, models=cfg.models, threads=cfg.threads),
         cluster=cfg.cluster, m=cfg.judge.m, sampling=cfg.judge.sampling, seed=ctx.seed, iteration=ctx.iteration,
         template=adapter.judge_template, strict=adapter.judge_strict,
+        screens=ctx.side_files(rollouts) if cfg.models.images.reward else None,
     )  # fmt: skip
     ctx.writer.write_frame("judgments", judgments)
     metrics = judgment_metrics(judgments)

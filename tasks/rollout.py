@@ -6,6 +6,7 @@ from rla_core.algo.curriculum import tasks_to_play
 from rla_core.algo.metrics import rollout_metrics
 from rla_core.algo.registry import TaskRegistry
 from rla_core.cluster import play_episodes
+from rla_core.settings import SIDE_FILES
 from rla_core.stage_inputs import Role, RolloutInputs, RolloutRequest, StageName
 from tasks.stage import StageContext, StageRef, stage
 
@@ -20,12 +21,13 @@ def rollout(ctx: StageContext[RolloutInputs], *, tasks: StageRef, policy: StageR
         tasks=tuple(tasks_to_play(registry, k=cfg.rollout.tasks_per_iter, seed=ctx.seed)),
         n=cfg.rollout.rollouts_per_task, max_steps=cfg.rollout.max_steps, sampling=cfg.rollout.sampling,
         seed=ctx.seed, iteration=ctx.iteration, history_turns=cfg.models.history_turns,
-        invalid_action=cfg.rollout.invalid_action, env=cfg.env(), workdir=workdir,
+        invalid_action=cfg.rollout.invalid_action, images=cfg.models.images.policy, env=cfg.env(),
+        workdir=workdir,
     )  # fmt: skip
     generator = ctx.generator_spec(policy, Role.POLICY, models=cfg.models, threads=cfg.threads)
     frames = play_episodes(request, setting=cfg.setting, generator=generator, cluster=cfg.cluster)
     for name, frame in frames.items():
         ctx.writer.write_frame(name, frame)
-    if (workdir / "files").is_dir():  # e.g. GUI screenshots named by rollouts.observation_ref
-        ctx.writer.put_dir(workdir / "files", "files")
+    if (workdir / SIDE_FILES).is_dir():  # e.g. GUI screenshots named by rollouts.observation_ref
+        ctx.writer.put_dir(workdir / SIDE_FILES, SIDE_FILES)
     return rollout_metrics(frames["rollouts"])

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rla_core.algo.registry import TaskRegistry
-from rla_core.settings import adapter_for
+from rla_core.settings import adapter_for, file_digest
 from rla_core.stage_inputs import SeedTasksInputs, StageName
-from tasks.stage import StageContext, file_digest, stage
+from tasks.stage import StageContext, stage
 
 
 @stage(StageName.SEED_TASKS, inputs=SeedTasksInputs, key_extra=lambda i: file_digest(i.task_file()))

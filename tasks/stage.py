@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import polars as pl
 
 from rla_core.config import ClusterConfig, RunConfig, TrainConfig, hash_jsonable
+from rla_core.errors import ArtifactError
+from rla_core.settings import SIDE_FILES
 from rla_core.stage_inputs import GenerationModels, Role, StageInputs, StageName
 from rla_core.store import ArtifactStore, StageWriter
 from rla_core.store.atomic import publish_dir
@@ -118,6 +120,11 @@ class StageContext(Generic[InputsT]):
         """A local directory holding checkpoint ``role`` of an input stage (materialised once if remote)."""
         return local_checkpoint(self._run, ref, role)
 
+    def side_files(self, ref: StageRef) -> Path:
+        """A local directory that an input stage's side-file references resolve against (e.g.
+        ``rollouts.observation_ref``: ``files/screenshots/…``); materialised once if the store is remote."""
+        return local_checkpoint(self._run, ref, SIDE_FILES).parent
+
     def generator_spec(
         self, ref: StageRef, role: Role, *, models: GenerationModels, threads: int
     ) -> GeneratorSpec:
@@ -172,14 +179,6 @@ def local_checkpoint(run: RunContext, ref: StageRef, name: str) -> Path:
     return target
 
 
-def file_digest(path: str | Path) -> str:
-    """sha256 of a data file's bytes (part of the content key of stages that read it)."""
-    from rla_core.settings import resolve_data_path
-
-    p = resolve_data_path(path)
-    return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else f"missing:{path}"
-
-
 def stage_seed(master: int, iteration: int, stage: str) -> int:
     """A stage's seed: a pure function of the run seed, the iteration and the stage name."""
     digest = hashlib.sha256(f"{master}:{iteration}:{stage}".encode()).hexdigest()
@@ -221,17 +220,21 @@ def train_checkpoint(
     threads: int,
     cluster: ClusterConfig,
     prefix: str,
+    screens: StageRef | None = None,
 ) -> dict[str, float]:
     """One RL update of checkpoint ``role`` of stage ``base``; the result is written as checkpoint ``role``.
 
     ``placement``: ``training.device/dtype/processes/strategy`` — in-process, `accelerate launch` workers
     (issue 12), or with ``cluster.backend=ray`` Ray Train workers (issue 29), whose rank 0 writes the
     checkpoint into a scratch directory every node sees; ``threads`` caps torch's CPU threads.
+    ``screens``: the rollout stage whose screenshots the rows' ``images`` reference (vision-language
+    rows; the update reads the same pixels generation saw).
     """
     from rla_core.models.generator import set_torch_threads
     from rla_core.models.trainer import Placement, rl_update
 
     set_torch_threads(threads)
+    rows = resolve_images(ctx, rows, screens)
     where = Placement.from_config(placement, threads=threads, cluster=cluster)
     out = ctx.scratch(shared=where.on_ray) / role
     stats = rl_update(
@@ -241,6 +244,19 @@ def train_checkpoint(
     ctx.writer.put_dir(out, role)
     ctx.tag(f"checkpoint.{role}", f"iter-{ctx.iteration:04d}/{ctx.stage}")
     return {f"{prefix}/{k}": float(v) for k, v in stats.items()}
+
+
+def resolve_images(ctx: StageContext[Any], rows: pl.DataFrame, screens: StageRef | None) -> pl.DataFrame:
+    """``rows`` with their ``images`` (references into stage ``screens``' side files) as local paths."""
+    if "images" not in rows.columns or rows["images"].null_count() == rows.height:
+        return rows
+    if screens is None:
+        raise ArtifactError(
+            f"stage {ctx.stage}: its rows carry images but no rollout stage was given to read them from "
+            "(the flow passes screens= when models.images is on)"
+        )
+    root = str(ctx.side_files(screens)) + "/"
+    return rows.with_columns(pl.col("images").list.eval(pl.lit(root) + pl.element()))
 
 
 def run_identity(run: RunContext) -> dict[str, Any]:

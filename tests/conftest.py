@@ -89,6 +89,8 @@ def _column_values(name: str, dtype: pl.DataType, rows: int) -> pl.Series:
         values = [(i - 1) / 4 if i % 3 else None for i in range(rows)]
     elif dtype == pl.Boolean:
         values = [i % 2 == 0 for i in range(rows)]
+    elif dtype == pl.List(pl.String):
+        values = [[f"{name}-{i}.png", f"{name}-{i}-b.png"] if i % 3 else None for i in range(rows)]
     else:
         raise AssertionError(f"sample_frame does not know dtype {dtype}; extend it")
     return pl.Series(name, values, dtype=dtype)

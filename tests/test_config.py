@@ -203,3 +203,23 @@ def test_stored_configs_drop_retired_keys_but_new_configs_reject_them() -> None:
     assert build_config(upgraded).config_hash() == load_config().config_hash()
     with pytest.raises(ConfigError, match=r"unknown key 'training\.keep_checkpoints'"):
         build_config(stored)
+
+
+def test_images_need_a_gui_run_with_screenshots_and_vision_language_models() -> None:
+    vl = ["models.policy=tiny-vl:policy", "models.reward=tiny-vl:reward"]
+    on = load_config(preset="gui", overrides=[*vl, "models.images.policy=2", "models.images.reward=true"])
+    assert (on.models.images.policy, on.models.images.reward) == (2, True)
+    with pytest.raises(ConfigError, match=r"models\.images\.policy=1: only the gui setting has screenshots"):
+        load_config(overrides=[*vl, "models.images.policy=1"])
+    with pytest.raises(ConfigError, match=r"models\.images\.reward=True needs .* set gui\.screenshots=true"):
+        load_config(preset="gui", overrides=[*vl, "models.images.reward=true", "gui.screenshots=false"])
+    with pytest.raises(
+        ConfigError, match=r"models\.reward='tiny:reward' is a tiny text-only model.*tiny-vl:reward"
+    ):
+        load_config(preset="gui", overrides=["models.reward=tiny:reward"])
+    with pytest.raises(ConfigError, match=r"'models\.images\.policy'.*less than or equal to 8"):
+        load_config(preset="gui", overrides=[*vl, "models.images.policy=9"])
+    # The GUI presets show both roles their screens.
+    for preset in ("gui", "paper-gui"):
+        images = load_config(preset=preset).models.images
+        assert (images.policy, images.reward) == (1, True)

@@ -25,7 +25,7 @@ def _dictionary_tables() -> dict[str, list[tuple[str, str, str]]]:
             tables[current] = []
         elif line.startswith("## "):
             current = None
-        elif current is not None and (row := re.match(r"\| `([a-z_]+)` \| (\w+) \|", line)):
+        elif current is not None and (row := re.match(r"\| `([a-z_]+)` \| ([\w()]+) \|", line)):
             tables[current].append((row.group(1), row.group(2), line))
     return tables
 
@@ -118,12 +118,15 @@ def test_fingerprint_changes_with_dtype() -> None:
 
 
 def test_a_stored_frame_written_before_an_added_column_reads_with_nulls() -> None:
-    """Rollouts written before ``next_observation_ref`` existed stay readable; a new frame must have it."""
+    """Rollouts written before ``next_observation_ref`` and ``images`` existed stay readable; a new frame
+    must have them."""
     schema = get_schema("rollouts")
-    assert schema.added == ("next_observation_ref",)
-    old = empty_frame("rollouts").drop("next_observation_ref")
+    assert schema.added == ("next_observation_ref", "images")
+    old = empty_frame("rollouts").drop("next_observation_ref", "images")
     old = pl.concat([old, pl.DataFrame([{c: None for c in old.columns}], schema=old.schema)])
     back = validate("rollouts", old, written_before=True)
-    assert back.columns == list(schema.columns) and back["next_observation_ref"].to_list() == [None]
-    with pytest.raises(SchemaError, match=r"missing columns \['next_observation_ref'\]"):
+    assert back.columns == list(schema.columns)
+    assert back["next_observation_ref"].to_list() == [None] and back["images"].to_list() == [None]
+    assert back.schema["images"] == pl.List(pl.String)
+    with pytest.raises(SchemaError, match=r"missing columns \['images', 'next_observation_ref'\]"):
         validate("rollouts", old)

@@ -33,7 +33,7 @@ import polars as pl
 from rla_core.algo.labels import band_expr, group_normalize, require_columns
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
-from rla_core.schemas import validate
+from rla_core.schemas import images_column, validate
 
 GT = "gt"
 GENERATED = "generated"
@@ -239,7 +239,9 @@ def coding_policy_samples(
         if "iteration" in rollouts.columns
         else pl.lit(None, dtype=pl.Int64).alias("iteration")
     )
-    text = rollouts.select(iteration, "task_id", "rollout_id", "step", "prompt", "response")
+    text = rollouts.select(
+        iteration, "task_id", "rollout_id", "step", "prompt", images_column(rollouts), "response"
+    )
     samples = rows.join(text, on=["task_id", "rollout_id"], how="inner").sort("task_id", "rollout_id", "step")
     stats["rows_kept"] = samples.height
     return validate("policy_samples", samples, where=where), stats
@@ -333,7 +335,9 @@ def coding_reward_samples(
         if "iteration" in unit_tests.columns
         else pl.lit(None, dtype=pl.Int64).alias("iteration")
     )
-    text = unit_tests.select(iteration, "task_id", "test_idx", "prompt", "response")
+    text = unit_tests.select(
+        iteration, "task_id", "test_idx", "prompt", images_column(unit_tests), "response"
+    )
     samples = (
         uts.join(text, on=["task_id", "test_idx"], how="inner")
         .select(
@@ -345,6 +349,7 @@ def coding_reward_samples(
             "reward",
             "advantage",
             "prompt",
+            "images",
             "response",
         )
         .sort("task_id", "step")

@@ -31,7 +31,7 @@ import polars as pl
 
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
-from rla_core.schemas import validate
+from rla_core.schemas import images_column, validate
 
 STEP_KEYS: tuple[str, ...] = ("task_id", "rollout_id", "step")
 # Accuracies are ratios of small integers; a band edge is compared with this slack so that an
@@ -398,7 +398,9 @@ def policy_samples(
     )
     stats = _task_stats(tasks, rows_col="n_steps")
     steps = rollouts.filter(pl.col("step").is_not_null())
-    steps = steps.select(_iteration_expr(steps), *STEP_KEYS, "outcome", "prompt", "response")
+    steps = steps.select(
+        _iteration_expr(steps), *STEP_KEYS, "outcome", "prompt", images_column(steps), "response"
+    )
     index = _StepIndex.build(tasks, steps)
     judged = index.encode(judgments.select(*STEP_KEYS, "judge_idx", "score"), kept_only=True)
     agg = _judgment_agg(judged, m=m, where=where)
@@ -418,7 +420,7 @@ def policy_samples(
     samples = normed.filter(pl.col("advantage") != 0.0).sort(_SID)
     stats["rows_zero_advantage"] = normed.height - samples.height
     stats["rows_kept"] = samples.height
-    columns = ["iteration", *STEP_KEYS, "reward", "advantage", "prompt", "response"]
+    columns = ["iteration", *STEP_KEYS, "reward", "advantage", "prompt", "images", "response"]
     return validate("policy_samples", samples.select(columns), where=where), stats
 
 
@@ -489,7 +491,8 @@ def reward_samples(
     stats = _task_stats(tasks.with_columns(n_rows=pl.lit(0)), rows_col="n_rows")
     stats.update({k: int(v) for k, v in counts.items() if k != "rows_kept_tasks"})
     judged = index.encode(
-        judgments.select(*STEP_KEYS, "judge_idx", "score", "prompt", "response"), kept_only=True
+        judgments.select(*STEP_KEYS, "judge_idx", "score", "prompt", images_column(judgments), "response"),
+        kept_only=True,
     )
 
     # Per step: R_i and the mean / population std of its judgments' raw rewards. A step's raw values
@@ -542,5 +545,5 @@ def reward_samples(
     samples = rows.filter(pl.col("advantage") != 0.0).sort(_SID, "judge_idx")
     stats["rows_zero_advantage"] = rows.height - samples.height
     stats["rows_kept"] = samples.height
-    columns = ["iteration", *STEP_KEYS, "judge_idx", "reward", "advantage", "prompt", "response"]
+    columns = ["iteration", *STEP_KEYS, "judge_idx", "reward", "advantage", "prompt", "images", "response"]
     return validate("reward_samples", samples.select(columns), where=where), stats

@@ -10,14 +10,14 @@
 Example:
     >>> demos = policy_demos(env, [spec])  # doctest: +SKIP
     >>> demos.columns
-    ['prompt', 'response']
+    ['prompt', 'images', 'response']
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import polars as pl
 
@@ -31,12 +31,54 @@ from rla_core.envs.prompts import (
     template_texts,
 )
 from rla_core.envs.rollout import derive_seed
+from rla_core.errors import EnvironmentSpecError
+from rla_core.schemas import Images, Str
 
 if TYPE_CHECKING:
     from rla_core.envs.base import Environment, Episode
     from rla_core.stage_inputs import BootstrapInputs
 
-_COLUMNS = {"prompt": pl.String, "response": pl.String}
+# Warm-start rows: a prompt, the screens it shows (null: text only; references to image files) and the answer.
+DEMO_COLUMNS: dict[str, pl.DataType] = {"prompt": Str, "images": Images, "response": Str}
+
+
+class DemoStep(NamedTuple):
+    """One demonstrated step: the policy prompt, the demo response, the next observation, whether the
+    action was one of the engine's optimal ones, the action, the screens before each step of the episode
+    so far (this step's last; None where the environment keeps none) and the screen after this step."""
+
+    prompt: str
+    response: str
+    next_observation: str
+    good: bool
+    action: str
+    screens: tuple[str | None, ...]
+    next_screen: str | None
+
+
+def _shown(refs: Sequence[str | None], what: str) -> list[str]:
+    if None in refs:
+        raise EnvironmentSpecError(
+            f"{what} shows screenshots, but the environment kept none for a demonstration step: image "
+            "demonstrations need a GUI environment opened with a screenshot directory"
+        )
+    return [r for r in refs if r is not None]
+
+
+def policy_row(step: DemoStep, *, images: int = 0) -> dict[str, Any]:
+    """A policy warm-start row; ``images`` > 0: with the step's last ``images`` screens, as rollouts show."""
+    shown = _shown(step.screens[-images:], f"models.images.policy={images}") if images else None
+    return {"prompt": step.prompt, "images": shown, "response": step.response}
+
+
+def judge_row(step: DemoStep, *, template: str, screens: bool = False) -> dict[str, Any]:
+    """A judge warm-start row labelled by whether the action was optimal; ``screens``: with the step's
+    screen and the one after it, as the judge sees them (``models.images.reward``)."""
+    prompt = render_judge_prompt(
+        prompt=step.prompt, response=step.response, next_observation=step.next_observation, template=template
+    )
+    shown = _shown([step.screens[-1], step.next_screen], "models.images.reward") if screens else None
+    return {"prompt": prompt, "images": shown, "response": judge_demo_response(step.action, good=step.good)}
 
 
 def _play(
@@ -46,14 +88,15 @@ def _play(
     choose: Any,
     max_steps: int,
     history_turns: int,
-) -> list[tuple[str, str, str, bool, str]]:
-    """Play one episode; per step (policy prompt, response, next observation, action is expert, action).
+) -> list[DemoStep]:
+    """Play one episode; per step its :class:`DemoStep`.
 
     ``choose(step, actions, episode)`` returns the action to play, or None to stop.
     """
     episode = env.open(spec, seed=0)
-    steps: list[tuple[str, str, str, bool, str]] = []
+    steps: list[DemoStep] = []
     history: list[tuple[str, str]] = []
+    screens: list[str | None] = []
     try:
         for step in range(max_steps):
             actions = list(episode.admissible_actions)
@@ -69,10 +112,21 @@ def _play(
             )
             good = action in episode.expert_actions()
             before = episode.observation
+            screens.append(episode.observation_ref)
             result = episode.step(action)
             if action in actions:
                 response = policy_demo_response(action, actions.index(action))
-                steps.append((prompt, response, result.observation, good, action))
+                steps.append(
+                    DemoStep(
+                        prompt,
+                        response,
+                        result.observation,
+                        good,
+                        action,
+                        tuple(screens),
+                        episode.observation_ref,
+                    )
+                )
             history.append((before, action))
             if result.done:
                 break
@@ -82,10 +136,11 @@ def _play(
 
 
 def policy_demos(
-    env: Environment, specs: Sequence[dict[str, Any]], *, history_turns: int = 2
+    env: Environment, specs: Sequence[dict[str, Any]], *, history_turns: int = 2, images: int = 0
 ) -> pl.DataFrame:
-    """Policy SFT rows (prompt, response) from each task's walkthrough (warm start, design §5 Trainer)."""
-    rows: list[dict[str, str]] = []
+    """Policy SFT rows (prompt, images, response) from each task's walkthrough (warm start, design §5
+    Trainer); ``images``: screens per prompt, as :func:`policy_row`."""
+    rows: list[dict[str, Any]] = []
     for spec in specs:
         for walkthrough in env.demonstrations(spec, seed=0):
             plan = list(walkthrough)
@@ -93,11 +148,9 @@ def policy_demos(
             def choose(step: int, actions: list[str], _ep: Episode, plan: list[str] = plan) -> str | None:
                 return plan[step] if step < len(plan) else None
 
-            for prompt, response, _obs, _good, _action in _play(
-                env, spec, choose=choose, max_steps=len(plan), history_turns=history_turns
-            ):
-                rows.append({"prompt": prompt, "response": response})
-    return pl.DataFrame(rows, schema=_COLUMNS)
+            for step in _play(env, spec, choose=choose, max_steps=len(plan), history_turns=history_turns):
+                rows.append(policy_row(step, images=images))
+    return pl.DataFrame(rows, schema=DEMO_COLUMNS)
 
 
 def noisy_policy_demos(
@@ -109,6 +162,7 @@ def noisy_policy_demos(
     max_steps: int,
     seed: int = 0,
     history_turns: int = 2,
+    images: int = 0,
 ) -> pl.DataFrame:
     """Policy SFT rows from a noisy expert (warm start of a weak but well-formed policy, for benchmarks).
 
@@ -120,13 +174,13 @@ def noisy_policy_demos(
 
     Example:
         >>> noisy_policy_demos(env, [spec], noise=0.5, episodes=4, max_steps=6).columns  # doctest: +SKIP
-        ['prompt', 'response']
+        ['prompt', 'images', 'response']
     """
     if not 0.0 <= noise <= 1.0 or episodes < 1 or max_steps < 1:
         raise ValueError(
             f"noise={noise} must lie in [0, 1], episodes={episodes} and max_steps={max_steps} >= 1"
         )
-    rows: list[dict[str, str]] = []
+    rows: list[dict[str, Any]] = []
     for spec in specs:
         for i in range(episodes):
             rng = random.Random(derive_seed(seed, sorted(spec.items()), "policy-demo", i))
@@ -137,11 +191,9 @@ def noisy_policy_demos(
                 good = [a for a in ep.expert_actions() if a in actions]
                 return rng.choice(actions) if rng.random() < noise or not good else rng.choice(good)
 
-            for prompt, response, _obs, _good, _action in _play(
-                env, spec, choose=choose, max_steps=max_steps, history_turns=history_turns
-            ):
-                rows.append({"prompt": prompt, "response": response})
-    return pl.DataFrame(rows, schema=_COLUMNS)
+            for step in _play(env, spec, choose=choose, max_steps=max_steps, history_turns=history_turns):
+                rows.append(policy_row(step, images=images))
+    return pl.DataFrame(rows, schema=DEMO_COLUMNS)
 
 
 def policy_warm_start_rows(
@@ -159,8 +211,9 @@ def policy_warm_start_rows(
             max_steps=cfg.rollout.max_steps,
             seed=seed,
             history_turns=turns,
+            images=cfg.models.images.policy,
         )
-    return policy_demos(env, specs, history_turns=turns)
+    return policy_demos(env, specs, history_turns=turns, images=cfg.models.images.policy)
 
 
 # Reading drills (:func:`reading_drills`): made-up object names from these syllables, in these commands.
@@ -194,7 +247,7 @@ def reading_drills(prompts: Sequence[str], *, n: int, seed: int) -> pl.DataFrame
         raise ValueError(f"reading_drills needs n >= 0 (got {n}) and at least one prompt when n > 0")
     rng = random.Random(seed)
     kinds, weights = list(DRILL_MIX), list(DRILL_MIX.values())
-    rows: list[dict[str, str]] = []
+    rows: list[dict[str, Any]] = []
     for _ in range(n):
         prompt = rng.choice(prompts)
         listed = listed_actions(prompt)
@@ -207,10 +260,11 @@ def reading_drills(prompts: Sequence[str], *, n: int, seed: int) -> pl.DataFrame
         rows.append(
             {
                 "prompt": replace_action_list(prompt, listed),
+                "images": None,
                 "response": policy_demo_response(listed[k], k),
             }
         )
-    return pl.DataFrame(rows, schema=_COLUMNS)
+    return pl.DataFrame(rows, schema=DEMO_COLUMNS)
 
 
 def _made_up_actions(rng: random.Random) -> list[str]:
@@ -234,10 +288,13 @@ def judge_demos(
     seed: int = 0,
     history_turns: int = 2,
     judge_template: str = "judge",
+    screens: bool = False,
 ) -> pl.DataFrame:
-    """Judge SFT rows (prompt, response) from expert and random trajectories, labelled by policy_commands.
+    """Judge SFT rows (prompt, images, response) from expert and random trajectories, labelled by
+    policy_commands.
 
-    ``judge_template`` is the judge prompt the rows are rendered with (``gui_judge`` for GUI tasks).
+    ``judge_template`` is the judge prompt the rows are rendered with (``gui_judge`` for GUI tasks);
+    ``screens``: each row shows the step's screen and the one after it (:func:`judge_row`).
 
     Each task contributes its walkthrough steps (good) and ``random_rollouts`` trajectories of
     uniformly random admissible actions (seeded by ``derive_seed(seed, spec, i)``), each step labelled
@@ -247,7 +304,7 @@ def judge_demos(
     each costs a long judge prompt in SFT, so 4 keeps the labels more balanced and the warm start
     within its time budget (``benchmarks/bench_warmstart_textgame.py``: judge step accuracy > 0.5).
     """
-    rows: list[dict[str, str]] = []
+    rows: list[dict[str, Any]] = []
     for spec in specs:
         plans = env.demonstrations(spec, seed=0)
         trajectories = []
@@ -269,19 +326,8 @@ def judge_demos(
                 _play(env, spec, choose=pick, max_steps=max_steps, history_turns=history_turns)
             )
         for trajectory in trajectories:
-            for prompt, response, next_obs, good, action in trajectory:
-                rows.append(
-                    {
-                        "prompt": render_judge_prompt(
-                            prompt=prompt,
-                            response=response,
-                            next_observation=next_obs,
-                            template=judge_template,
-                        ),
-                        "response": judge_demo_response(action, good=good),
-                    }
-                )
-    return pl.DataFrame(rows, schema=_COLUMNS)
+            rows.extend(judge_row(step, template=judge_template, screens=screens) for step in trajectory)
+    return pl.DataFrame(rows, schema=DEMO_COLUMNS)
 
 
 def corpus_texts(

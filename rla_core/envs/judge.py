@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -28,6 +29,8 @@ from rla_core import progress
 from rla_core.algo.parsing import parse_boxed_score
 from rla_core.envs.prompts import render_judge_prompt
 from rla_core.envs.rollout import GenerationMode, derive_seed
+from rla_core.errors import ArtifactError
+from rla_core.models.multimodal import ImagePrompt, Prompt, strip_image_slots
 from rla_core.schemas import get_schema, validate
 
 if TYPE_CHECKING:
@@ -48,12 +51,16 @@ def judge_steps(
     mode: GenerationMode = GenerationMode.JOINT,
     template: str = "judge",
     strict: bool = False,
+    screens: Path | None = None,
 ) -> pl.DataFrame:
     """Judge every rollout step ``m`` times; return the 'judgments' artifact (spec §1.2(b), §5).
 
     ``template`` names the judge prompt (``judge`` for text games, ``gui_judge`` for GUI steps);
     ``strict`` selects the OSWorld parsing rule (boxed content must be ``[+-]?1``) over AlfWorld's
-    tolerant one.
+    tolerant one. ``screens`` (``models.images.reward``): the directory the rollouts' screenshot
+    references resolve against; each judge prompt then shows the step's screen and the screen after it
+    (spec §1.3), recorded in ``images`` as the rollouts' references. The agent's prompt is shown as text,
+    without its own image slots.
 
     Judgments of a step depend only on that step and the seed (module docstring), not on the batch.
 
@@ -65,21 +72,19 @@ def judge_steps(
     if m < 1:
         raise ValueError(f"m={m}: at least one judgment per step is needed")
     rollouts = validate("rollouts", rollouts, where="judge_steps input")
-    steps = rollouts.select([*_STEP_KEY, "prompt", "response", "next_observation"]).to_dicts()
+    columns = [
+        *_STEP_KEY,
+        "prompt",
+        "response",
+        "next_observation",
+        "observation_ref",
+        "next_observation_ref",
+    ]
+    steps = rollouts.select(columns).to_dicts()
     if not steps:
         return validate("judgments", pl.DataFrame(schema=get_schema("judgments").polars_schema))
     # In the judge model's chat markup when configured: the recorded prompt is what the judge saw.
-    prompts = [
-        generator.format_prompt(
-            render_judge_prompt(
-                prompt=s["prompt"],
-                response=s["response"],
-                next_observation=s["next_observation"],
-                template=template,
-            )
-        )
-        for s in steps
-    ]
+    prompts = [generator.format_prompt(_judge_prompt(s, template=template, screens=screens)) for s in steps]
     seeds = [derive_seed(seed, "judge", s["task_id"], s["rollout_id"], s["step"]) for s in steps]
     outputs: list[list[Generation]] = []
     with progress.track("", total=len(prompts), unit="steps", rate="judgments") as counter:
@@ -104,7 +109,8 @@ def judge_steps(
                     "rollout_id": s["rollout_id"],
                     "step": s["step"],
                     "judge_idx": judge_idx,
-                    "prompt": prompt,
+                    "prompt": prompt.text if isinstance(prompt, ImagePrompt) else prompt,
+                    "images": [s["observation_ref"], s["next_observation_ref"]] if screens else None,
                     "response": gen.text,
                     "score": float(parsed.value) if parsed.valid and parsed.value is not None else None,
                     "parse_error": None if parsed.valid else parsed.reason,
@@ -112,6 +118,26 @@ def judge_steps(
             )
     frame = pl.DataFrame(rows, schema=get_schema("judgments").polars_schema)
     return validate("judgments", frame, where="judge_steps")
+
+
+def _judge_prompt(step: dict[str, Any], *, template: str, screens: Path | None) -> Prompt:
+    text = render_judge_prompt(
+        prompt=strip_image_slots(step["prompt"]),
+        response=step["response"],
+        next_observation=step["next_observation"],
+        template=template,
+    )
+    if screens is None:
+        return text
+    refs = (step["observation_ref"], step["next_observation_ref"])
+    if None in refs:
+        raise ArtifactError(
+            f"models.images.reward=true shows the judge the screens before and after each step, but step "
+            f"{step['step']} of task {step['task_id']} (rollout {step['rollout_id']}) has observation_ref="
+            f"{refs[0]!r}, next_observation_ref={refs[1]!r}: rollouts need gui.screenshots=true (a run "
+            "recorded before next_observation_ref existed must redo its rollouts)"
+        )
+    return ImagePrompt(text, tuple(str(screens / ref) for ref in refs))
 
 
 def optimal_steps(rollouts: pl.DataFrame) -> pl.Series:

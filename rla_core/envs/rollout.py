@@ -44,6 +44,8 @@ from rla_core.algo.parsing import Parsed, fallback_action_index, parse_action_in
 from rla_core.config import InvalidAction
 from rla_core.envs.base import StepResult
 from rla_core.envs.prompts import render_policy_prompt
+from rla_core.errors import EnvironmentSpecError
+from rla_core.models.multimodal import ImagePrompt, Prompt
 from rla_core.schemas import get_schema, validate
 
 if TYPE_CHECKING:
@@ -110,6 +112,7 @@ def run_rollouts(
     """
     n, max_steps, seed, iteration = request.n, request.max_steps, request.seed, request.iteration
     sampling, history_turns, invalid_action = request.sampling, request.history_turns, request.invalid_action
+    images = request.images
     if n < 1 or max_steps < 1:
         raise ValueError(f"n={n} and max_steps={max_steps} must both be at least 1")
     timer = timings if timings is not None else RolloutTimings()
@@ -136,15 +139,7 @@ def run_rollouts(
                     break
                 # In the model's chat markup when configured: the recorded prompt is what the model saw.
                 prompts = [
-                    generator.format_prompt(
-                        render_policy_prompt(
-                            instruction=ep.episode.instruction,
-                            history=ep.history,
-                            observation=ep.episode.observation,
-                            actions=ep.episode.admissible_actions,
-                            history_turns=history_turns,
-                        )
-                    )
+                    generator.format_prompt(_policy_prompt(ep, history_turns=history_turns, images=images))
                     for ep in live
                 ]
                 seeds = [derive_seed(seed, ep.task.task_id, ep.rollout_id, step) for ep in live]
@@ -175,9 +170,31 @@ def run_rollouts(
     )
 
 
+def _policy_prompt(ep: _Live, *, history_turns: int, images: int) -> Prompt:
+    """The policy's prompt for the episode's next step: text, plus its last ``images`` screens when > 0."""
+    text = render_policy_prompt(
+        instruction=ep.episode.instruction,
+        history=ep.history,
+        observation=ep.episode.observation,
+        actions=ep.episode.admissible_actions,
+        history_turns=history_turns,
+    )
+    if images == 0:
+        return text
+    current = ep.episode.observation_ref
+    if current is None:
+        raise EnvironmentSpecError(
+            f"models.images.policy={images} shows the policy its screen, but task {ep.task.task_id} "
+            f"(rollout {ep.rollout_id}, step {len(ep.rows)}) has no screenshot: this environment keeps "
+            "none (only the gui setting does, with gui.screenshots=true)"
+        )
+    earlier = [row["observation_ref"] for row in ep.rows[-(images - 1) :]] if images > 1 else []
+    return ImagePrompt(text, (*earlier, current))
+
+
 def _generate(
     generator: Generator,
-    prompts: list[str],
+    prompts: list[Prompt],
     seeds: list[int],
     *,
     sampling: SamplingConfig,
@@ -201,7 +218,7 @@ def _play_turn(
     ep: _Live,
     *,
     step: int,
-    prompt: str,
+    prompt: Prompt,
     out: Generation,
     max_steps: int,
     iteration: int,
@@ -239,7 +256,8 @@ def _play_turn(
             "pending": ep.task.pending,
             "rollout_id": ep.rollout_id,
             "step": step,
-            "prompt": prompt,
+            "prompt": prompt.text if isinstance(prompt, ImagePrompt) else prompt,
+            "images": list(prompt.images) if isinstance(prompt, ImagePrompt) else None,
             "response": out.text,
             "action": action,
             "action_valid": parsed.valid,

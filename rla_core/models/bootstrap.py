@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rla_core.config import hash_jsonable
+from rla_core.config import TINY_PREFIX, TINY_VL_PREFIX, hash_jsonable
 from rla_core.errors import ModelError
 from rla_core.store import publish_dir
 
@@ -47,8 +47,6 @@ _SEED_TEXT: tuple[str, ...] = (
     "\\boxed{+1} \\boxed{-1} </answer> <answer> User: Assistant: Human:",
     "The answer is \\boxed{1}. Step 1: look. Action: go north, take key, open door.",
 )
-# The model reference of a bootstrapped tiny vision-language model: 'tiny-vl:<name>' (see resolve_model).
-TINY_VL_PREFIX = "tiny-vl:"
 # Qwen2-VL's chat and vision special tokens, with the names its processor, chat template and vLLM use.
 VISION_TOKENS: tuple[str, ...] = (
     "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
@@ -168,7 +166,7 @@ def ensure_tiny_vl_model(
 
 def is_tiny_ref(ref: str) -> bool:
     """Whether a model reference names a bootstrapped tiny model (``tiny:<name>`` or ``tiny-vl:<name>``)."""
-    return ref.startswith(("tiny:", TINY_VL_PREFIX))
+    return ref.startswith((TINY_PREFIX, TINY_VL_PREFIX))
 
 
 def _check_corpus(name: str, corpus: Sequence[str]) -> list[str]:
@@ -205,8 +203,8 @@ def resolve_model(ref: str, *, corpus: Sequence[str], cache_dir: Path) -> Path:
     Example:
         >>> resolve_model("tiny:policy", corpus=["go north"], cache_dir=Path(".cache/models"))
     """
-    if ref.startswith("tiny:"):
-        return ensure_tiny_model(ref.removeprefix("tiny:"), corpus=corpus, cache_dir=cache_dir)
+    if ref.startswith(TINY_PREFIX):
+        return ensure_tiny_model(ref.removeprefix(TINY_PREFIX), corpus=corpus, cache_dir=cache_dir)
     if ref.startswith(TINY_VL_PREFIX):
         return ensure_tiny_vl_model(ref.removeprefix(TINY_VL_PREFIX), corpus=corpus, cache_dir=cache_dir)
     path = Path(ref).expanduser()

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,16 @@ class ImagePrompt:
 
 # What generators take: a text-only prompt or a prompt with images.
 Prompt: TypeAlias = str | ImagePrompt
+
+
+# An image slot of the Qwen2-VL / Qwen3-VL family, whatever its placeholder tokens (VisionProcessor.slot).
+_SLOT_RE = re.compile(r"<\|vision_start\|>.*?<\|vision_end\|>", re.DOTALL)
+
+
+def strip_image_slots(text: str) -> str:
+    """``text`` without its image slots: a recorded image prompt shown as text inside another prompt
+    (the judge shows the agent's prompt; its own images are the step's screens)."""
+    return _SLOT_RE.sub("", text)
 
 
 def prompt_images(prompt: Prompt) -> tuple[str, ...]:

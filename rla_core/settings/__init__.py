@@ -9,6 +9,7 @@ accuracy, the same rule in every setting: ``labels.task_accuracy``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,12 @@ if TYPE_CHECKING:
     )
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a data file's bytes (part of the content key of stages that read it)."""
+    p = resolve_data_path(path)
+    return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else f"missing:{path}"
 
 
 def resolve_data_path(path: str | Path) -> Path:
@@ -103,7 +110,9 @@ class SettingAdapter(Protocol):
 
     def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]: ...
 
-    def warm_start(self, inputs: BootstrapInputs, *, seed: int) -> WarmStartData: ...
+    def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
+        """Demonstrations and corpus; ``workdir`` holds their side files (screenshots) until the SFT ends."""
+        ...
 
     def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
         """Play the request's episodes; frames by artifact name (side files under ``request.workdir/files``)."""
@@ -135,11 +144,35 @@ def adapter_for(setting: Setting) -> SettingAdapter:
     return GuiSetting()
 
 
+# A stage's side files (``writer.put_dir(workdir / SIDE_FILES, SIDE_FILES)``), which GUI artifacts reference
+# relative to the stage: screenshots under SCREENSHOTS.
+SIDE_FILES = "files"
+SCREENSHOTS = Path(SIDE_FILES) / "screenshots"
+
+
+def screenshot_dir(request: RolloutRequest) -> Path | None:
+    """Where a GUI rollout keeps each step's screenshot: under ``request.workdir`` when the rollout stage
+    keeps them (``gui.screenshots``) or the policy sees them (``models.images.policy``); else nowhere
+    (evaluation keeps none for a text policy)."""
+    from rla_core.stage_inputs import GuiRollout
+
+    keep = request.images > 0 or (isinstance(request.env, GuiRollout) and request.env.screenshots)
+    return request.workdir / SCREENSHOTS if request.workdir is not None and keep else None
+
+
+def demo_screens(inputs: BootstrapInputs, workdir: Path | None) -> Path | None:
+    """Where a GUI warm start keeps its demonstrations' screenshots: under ``workdir`` when a role sees
+    screens (``models.images``), so its demonstrations show them as its prompts will; else nowhere."""
+    return workdir / SCREENSHOTS if workdir is not None and inputs.models.images.any else None
+
+
 def relative_refs(rollouts: pl.DataFrame, workdir: Path | None) -> pl.DataFrame:
-    """GUI rollouts with ``observation_ref`` and ``next_observation_ref`` relative to the stage's side-file
-    folder (how the artifacts record screenshots)."""
+    """GUI rollouts with ``observation_ref``, ``next_observation_ref`` and the prompts' ``images`` relative
+    to the stage's side-file folder (how the artifacts record screenshots)."""
     if workdir is None:
         return rollouts
+    prefix = str(workdir) + "/"
     return rollouts.with_columns(
-        pl.col(c).str.strip_prefix(str(workdir) + "/") for c in ("observation_ref", "next_observation_ref")
+        *(pl.col(c).str.strip_prefix(prefix) for c in ("observation_ref", "next_observation_ref")),
+        pl.col("images").list.eval(pl.element().str.strip_prefix(prefix)),
     )

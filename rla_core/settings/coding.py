@@ -100,7 +100,7 @@ class CodingSetting:
         tasks = _load(path or need(inputs.coding, Setting.CODING).eval_problems, what="evaluation problem")
         return [PlayTask(t.task_id, t.task_id, False, t.spec()) for t in tasks]
 
-    def warm_start(self, inputs: BootstrapInputs, *, seed: int) -> WarmStartData:
+    def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
         from rla_core.coding.demos import policy_demo_rows, unit_test_demo_rows
         from rla_core.coding.prompts import TEMPLATES
 

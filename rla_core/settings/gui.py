@@ -19,14 +19,20 @@ import polars as pl
 
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import GuiEngine, Setting
-from rla_core.settings import ProposalRequest, WarmStartData, relative_refs, resolve_data_path
+from rla_core.settings import (
+    ProposalRequest,
+    WarmStartData,
+    demo_screens,
+    relative_refs,
+    resolve_data_path,
+    screenshot_dir,
+)
 from rla_core.settings.textgame import TextGameSetting
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
     EvaluateInputs,
     GuiEnv,
-    GuiRollout,
     LabelInputs,
     RolloutRequest,
     SeedTasksInputs,
@@ -38,9 +44,6 @@ if TYPE_CHECKING:
     from rla_core.envs.miniwob.env import MiniWobEnv
     from rla_core.models.generator import Generator
     from rla_core.settings.osworld import OsworldSetting
-
-
-SCREENSHOTS = Path("files") / "screenshots"
 
 
 def slot_id(spec: dict[str, Any]) -> str:
@@ -83,22 +86,23 @@ class GuiSetting:
         specs = self._specs(path or need(inputs.gui, Setting.GUI).eval_tasks)
         return [PlayTask(slot_id(s), slot_id(s), False, s) for s in specs]
 
-    def warm_start(self, inputs: BootstrapInputs, *, seed: int) -> WarmStartData:
+    def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
         from rla_core.envs.demos import corpus_texts, judge_demos, policy_warm_start_rows
 
         section = need(inputs.gui, Setting.GUI)
         if section.engine is GuiEngine.OSWORLD:
-            return _osworld().warm_start(inputs, seed=seed)
+            return _osworld().warm_start(inputs, seed=seed, workdir=workdir)
         specs = self._specs(section.tasks)
-        with self.env(section) as env:
+        with self.env(section, screenshot_dir=demo_screens(inputs, workdir)) as env:
             turns = inputs.models.history_turns  # demos show the history the rollouts will show
             return WarmStartData(
                 corpus=corpus_texts(env, specs, seed=seed, history_turns=turns),
                 policy_rows=policy_warm_start_rows(inputs, env, specs, seed=seed),
                 reward_rows=judge_demos(
-                    env, specs, seed=seed, history_turns=turns, judge_template=self.judge_template
+                    env, specs, seed=seed, history_turns=turns, judge_template=self.judge_template,
+                    screens=inputs.models.images.reward,
                 ),
-            )
+            )  # fmt: skip
 
     def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
         """Play the tasks in a fresh browser pool; with ``request.workdir`` and ``gui.screenshots``, each
@@ -108,9 +112,8 @@ class GuiSetting:
         section = expect_section(request.env, GuiEnv)
         if section.engine is GuiEngine.OSWORLD:
             return _osworld().rollout(request, generator=generator)
-        keep = isinstance(section, GuiRollout) and section.screenshots  # evaluation keeps no screenshots
         workdir = request.workdir
-        shots = workdir / SCREENSHOTS if workdir is not None and keep else None
+        shots = screenshot_dir(request)
         with self.env(section, screenshot_dir=shots) as env:
             rollouts = run_rollouts(request, env=env, generator=generator)
         return {"rollouts": relative_refs(rollouts, workdir)}

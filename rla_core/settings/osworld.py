@@ -30,13 +30,19 @@ import polars as pl
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import Setting
 from rla_core.errors import EnvironmentSpecError
-from rla_core.settings import ProposalRequest, WarmStartData, relative_refs, resolve_data_path
+from rla_core.settings import (
+    ProposalRequest,
+    WarmStartData,
+    demo_screens,
+    relative_refs,
+    resolve_data_path,
+    screenshot_dir,
+)
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
     EvaluateInputs,
     GuiEnv,
-    GuiRollout,
     LabelInputs,
     OsworldCache,
     RolloutRequest,
@@ -50,7 +56,6 @@ if TYPE_CHECKING:
     from rla_core.models.generator import Generator
 
 log = logging.getLogger(__name__)
-SCREENSHOTS = Path("files") / "screenshots"
 RANDOM_DEMO_STEPS = 3  # steps of the one random trajectory per task that gives the judge its negative rows
 
 
@@ -106,17 +111,19 @@ class OsworldSetting:
         tasks = load_available(path or section.eval_tasks, section.osworld, what="evaluation")
         return [PlayTask(t["id"], t["id"], False, t) for t in tasks]
 
-    def warm_start(self, inputs: BootstrapInputs, *, seed: int) -> WarmStartData:
-        from rla_core.envs.demos import _play
-        from rla_core.envs.prompts import judge_demo_response, render_judge_prompt, template_texts
+    def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
+        from rla_core.envs.demos import DEMO_COLUMNS, DemoStep, _play, judge_row, policy_row
+        from rla_core.envs.prompts import template_texts
 
         section = need(inputs.gui, Setting.GUI)
         specs = [spec for _slot, _env, spec in self.seed_tasks(inputs.seed_sources())]
         turns = inputs.models.history_turns
 
-        with self.env(section, max_steps=inputs.rollout.max_steps) as env:
+        with self.env(
+            section, max_steps=inputs.rollout.max_steps, screenshot_dir=demo_screens(inputs, workdir)
+        ) as env:
 
-            def plays(i: int) -> list[tuple[list[tuple[str, str, str, bool, str]], bool]]:
+            def plays(i: int) -> list[tuple[list[DemoStep], bool]]:
                 spec = specs[i]
                 out = []
                 for plan in env.demonstrations(spec, seed=0):
@@ -139,22 +146,18 @@ class OsworldSetting:
 
             with ThreadPoolExecutor(max_workers=env.pool.size) as ex:
                 played = [t for per_task in ex.map(plays, range(len(specs))) for t in per_task]
+        images = inputs.models.images
         policy_rows = [
-            {"prompt": prompt, "response": response}
-            for steps, is_expert in played if is_expert for prompt, response, _obs, _good, _a in steps
+            policy_row(step, images=images.policy)
+            for steps, is_expert in played if is_expert for step in steps
         ]  # fmt: skip
         judge_rows = [
-            {
-                "prompt": render_judge_prompt(
-                    prompt=prompt, response=response, next_observation=obs, template=self.judge_template
-                ),
-                "response": judge_demo_response(action, good=good),
-            }
+            judge_row(step, template=self.judge_template, screens=images.reward)
             for steps, _expert in played
-            for prompt, response, obs, good, action in steps
+            for step in steps
         ]
-        schema = {"prompt": pl.String, "response": pl.String}
-        policy, judge = pl.DataFrame(policy_rows, schema=schema), pl.DataFrame(judge_rows, schema=schema)
+        policy = pl.DataFrame(policy_rows, schema=DEMO_COLUMNS)
+        judge = pl.DataFrame(judge_rows, schema=DEMO_COLUMNS)
         corpus = [*template_texts().values(), *policy["prompt"], *policy["response"], *judge["prompt"], *judge["response"]]  # fmt: skip
         return WarmStartData(corpus=corpus, policy_rows=policy, reward_rows=judge)
 
@@ -165,9 +168,8 @@ class OsworldSetting:
         from rla_core.envs.rollout import run_rollouts
 
         section = expect_section(request.env, GuiEnv)
-        keep = isinstance(section, GuiRollout) and section.screenshots  # evaluation keeps no screenshots
         workdir = request.workdir
-        shots = workdir / SCREENSHOTS if workdir is not None and keep else None
+        shots = screenshot_dir(request)
         frames = []
         with self.env(section, max_steps=request.max_steps, screenshot_dir=shots) as env:
             for wave in waves(request.episode_keys(), env.pool.size):

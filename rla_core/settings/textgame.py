@@ -78,7 +78,7 @@ class TextGameSetting:
         rows = _spec_rows(path or need(inputs.textgame, Setting.TEXTGAME).eval_tasks, what="evaluation task")
         return [PlayTask(slot, slot, False, spec) for slot, spec in rows]
 
-    def warm_start(self, inputs: BootstrapInputs, *, seed: int) -> WarmStartData:
+    def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
         from rla_core.envs.demos import corpus_texts, judge_demos, policy_warm_start_rows
 
         env = self.env(need(inputs.textgame, Setting.TEXTGAME))

@@ -12,15 +12,17 @@ import json
 import random
 import re
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-from rla_core.config import Setting, hash_jsonable
+from rla_core.config import TINY_PREFIX, Setting, hash_jsonable
 from rla_core.errors import ConfigError
-from rla_core.settings import adapter_for
+from rla_core.settings import adapter_for, file_digest
 from rla_core.stage_inputs import BootstrapInputs
 from rla_core.store import publish_dir
 
@@ -45,8 +47,6 @@ def warm_start_models(cfg: BootstrapInputs, *, out_dir: Path, seed: int) -> Warm
     when configured, is resolved as is (it is never trained, spec §1). Metrics are
     namespaced ``policy/warm_start_*`` and ``reward_model/warm_start_*``.
     """
-    from rla_core.models.bootstrap import resolve_model
-    from rla_core.models.trainer import sft
 
     if cfg.models.warm_start_seed is not None:
         seed = cfg.models.warm_start_seed
@@ -55,7 +55,15 @@ def warm_start_models(cfg: BootstrapInputs, *, out_dir: Path, seed: int) -> Warm
             "models.policy_demo_noise plays noisy-expert episodes of a multi-step game; coding has no "
             "expert to follow: leave it at 0 for setting=coding"
         )
-    data = adapter_for(cfg.setting).warm_start(cfg, seed=seed)
+    with tempfile.TemporaryDirectory(prefix="rla-demos-") as demo_files:  # the demonstrations' screenshots
+        return _warm_start(cfg, out_dir=out_dir, seed=seed, demo_files=Path(demo_files))
+
+
+def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: Path) -> WarmStartResult:
+    from rla_core.models.bootstrap import is_tiny_ref, resolve_model
+    from rla_core.models.trainer import sft
+
+    data = adapter_for(cfg.setting).warm_start(cfg, seed=seed, workdir=demo_files)
     reward_rows = data.reward_rows
     if cfg.models.reward_label_noise > 0:
         if cfg.setting is Setting.CODING:
@@ -80,11 +88,10 @@ def warm_start_models(cfg: BootstrapInputs, *, out_dir: Path, seed: int) -> Warm
         epochs = cfg.models.warm_start_epochs if cfg.models.warm_start else 0
         if role == "reward" and cfg.models.warm_start and cfg.models.reward_warm_start_epochs is not None:
             epochs = cfg.models.reward_warm_start_epochs
-        if ref.startswith("tiny:"):
+        rows = format_image_rows(base, rows, chat=cfg.models.serving.chat_template)
+        if is_tiny_ref(ref):
             # Tiny models are named by content hash, so (model, demos, schedule, seed) identifies the result.
-            key = hash_jsonable(
-                [base_id, rows.hash_rows().to_list(), epochs, cfg.training.sft_lr, seed, cfg.threads]
-            )
+            key = hash_jsonable([base_id, _rows_digest(rows), epochs, cfg.training.sft_lr, seed, cfg.threads])
             stats = _cached_sft(
                 cache / "warm" / f"{role}-{key[:16]}",
                 out_dir / role,
@@ -104,6 +111,32 @@ def warm_start_models(cfg: BootstrapInputs, *, out_dir: Path, seed: int) -> Warm
     )
 
 
+def format_image_rows(model_dir: Path, rows: pl.DataFrame, *, chat: bool) -> pl.DataFrame:
+    """Warm-start rows with images given their image slots (and chat markup with ``chat``), exactly as the
+    generator formats the prompts it will see (``Generator.format_prompt``); text rows unchanged. A
+    text-only ``model_dir`` with image rows is a :class:`~rla_core.errors.ModelError`."""
+    from rla_core.models.multimodal import ImagePrompt, VisionProcessor, require_vision_language
+
+    if "images" not in rows.columns or rows["images"].null_count() == rows.height:
+        return rows
+    require_vision_language(model_dir, what="warm-start rows with screenshots (models.images)")
+    vision = VisionProcessor.from_pretrained(model_dir)
+    prompts = [
+        vision.format(ImagePrompt(p, tuple(imgs)), chat=chat).text if imgs else p
+        for p, imgs in zip(rows["prompt"].to_list(), rows["images"].to_list(), strict=True)
+    ]
+    return rows.with_columns(pl.Series("prompt", prompts, dtype=pl.String))
+
+
+def _rows_digest(rows: pl.DataFrame) -> list[Any]:
+    """What identifies warm-start rows: their text, and their images by content (the files live in a
+    temporary directory, so their paths differ every time)."""
+    if "images" not in rows.columns:
+        return rows.hash_rows().to_list()
+    images = [[file_digest(ref) for ref in refs] if refs else None for refs in rows["images"].to_list()]
+    return [rows.drop("images").hash_rows().to_list(), images]
+
+
 # The reading drills' recipe (docs/bench-design.md §8): batches of 16, prompt tokens at weight 0.25.
 READING_BATCH_SIZE = 16
 READING_PROMPT_WEIGHT = 0.25
@@ -120,7 +153,7 @@ def _read_first(
     from rla_core.envs.demos import reading_drills
     from rla_core.models.trainer import sft
 
-    if cfg.setting is not Setting.TEXTGAME or not cfg.models.policy.startswith("tiny:"):
+    if cfg.setting is not Setting.TEXTGAME or not cfg.models.policy.startswith(TINY_PREFIX):
         raise ConfigError(
             "models.policy_reading_drills teaches a tiny text-game policy to read its numbered action "
             f"list; this run has setting={cfg.setting.value} and policy={cfg.models.policy}: set it to 0"

@@ -70,13 +70,13 @@ def test_noisy_policy_demos_follow_the_expert_at_noise_0_and_are_seeded(env: Tex
     # noise 0: every episode is the expert's two steps (go east, close safe), then the game is won
     expert = noisy_policy_demos(env, [TWO_STEP], noise=0.0, episodes=3, max_steps=6, seed=0)
     assert expert.height == 6
-    answered = [_boxed_action(p, r) for p, r in expert.rows()]
+    answered = [_boxed_action(p, r) for p, r in expert.select("prompt", "response").rows()]
     assert answered == ["go east", "close safe"] * 3
     # noise 1: uniformly random admissible actions for all 4 steps (the game is not won by chance here),
     # each row still boxing the index of the action it names; the same seed gives the same rows
     noisy = noisy_policy_demos(env, [TWO_STEP], noise=1.0, episodes=2, max_steps=4, seed=5)
     assert noisy.height == 8
-    for prompt, response in noisy.rows():
+    for prompt, response in noisy.select("prompt", "response").rows():
         assert response.startswith(f"I should {_boxed_action(prompt, response)}.")
     assert noisy.equals(noisy_policy_demos(env, [TWO_STEP], noise=1.0, episodes=2, max_steps=4, seed=5))
     assert not noisy.equals(noisy_policy_demos(env, [TWO_STEP], noise=1.0, episodes=2, max_steps=4, seed=6))
@@ -100,7 +100,7 @@ def test_reading_drills_answer_a_listed_action_with_its_number() -> None:
     drills = reading_drills(prompts, n=200, seed=3)
     assert drills.height == 200 and drills.equals(reading_drills(prompts, n=200, seed=3))
     kinds = {"same": 0, "subset": 0, "made-up": 0}
-    for prompt, response in drills.rows():
+    for prompt, response in drills.select("prompt", "response").rows():
         listed = [line.split(": ", 1)[1] for line in prompt.split("Actions:\n")[1].splitlines()[:-1]]
         # every drill keeps the rest of its source prompt and boxes the index of the action it names
         assert prompt.startswith(_prompt(["x"]).split("Actions:")[0])

@@ -96,8 +96,9 @@ def _changed(base: RunConfig, path: str, value: Any) -> RunConfig | None:
     *parents, leaf = path.split(".")
     for part in parents:
         node = node[part]
+    original = node[leaf]
     for candidate in _candidates(value):
-        if candidate == node[leaf]:
+        if candidate == original:
             continue
         node[leaf] = candidate
         try:
@@ -118,8 +119,10 @@ REFS = {name: StageRef("keys", 0, name, 1, f"ck-{name}", {}) for name in ("tasks
 
 @pytest.mark.parametrize("setting", [s.value for s in Setting])
 def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) -> None:
+    # GUI runs with vision-language models, so that switching either role's screens on validates.
+    vl = ["models.policy=tiny-vl:policy", "models.reward=tiny-vl:reward"] if setting == "gui" else []
     base = load_config(
-        overrides=[f"setting={setting}", "adaptation.rewriter=llm", "models.environment=tiny:env"]
+        overrides=[f"setting={setting}", "adaptation.rewriter=llm", "models.environment=tiny:env", *vl]
     )
     leaves = list(_leaves(RunConfig, base))
     assert len(leaves) > 100  # every field of the config, not a hand-picked few
@@ -138,5 +141,7 @@ def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) ->
             expected = path == "seed" or (path in slices[name] and path not in SPEED_ONLY_KEYS)
             moved = stage.key(changed_run, 1, REFS) != keys[name]
             assert moved == expected, f"{name}: changing {path} {'moved' if moved else 'kept'} its key"
-    # Fields no value change validates would go untested: only coding's rewriter, which must be 'llm'.
-    assert unchangeable == (["adaptation.rewriter"] if setting == "coding" else [])
+    # Fields no value change validates would go untested: only coding's rewriter, which must be 'llm', and
+    # outside the GUI setting the screens the models see (only GUI environments have screens).
+    screens = [] if setting == "gui" else ["models.images.policy", "models.images.reward"]
+    assert sorted(unchangeable) == sorted(screens + (["adaptation.rewriter"] if setting == "coding" else []))

@@ -10,9 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from flows.report import SCREEN_STEPS, screens_html
+from flows.runs import load_run_config
+from rla_core.errors import ArtifactError
+from rla_core.stage_inputs import Role, StageName
 from rla_core.store import ArtifactStore
+from tasks.context import RunContext
+from tasks.stage import STAGES, StageContext, StageRef, all_stages, train_checkpoint
 from tests.flows.conftest import CODING_ITERATION, ITERATION, REPO, FlowEnv, planned
 
 TINY = ["--set", "iterations=1", "--set", "rollout.tasks_per_iter=2", "--set", "rollout.rollouts_per_task=2",
@@ -55,7 +61,8 @@ def first_lines(src: Path, dst: Path, n: int) -> Path:
     return dst
 
 
-def test_one_gui_iteration(flow_env: FlowEnv) -> None:
+def test_one_gui_iteration_with_screens_in_the_prompts(flow_env: FlowEnv) -> None:
+    """The gui preset: tiny vision-language policy and judge that see the screenshots (issue 31)."""
     root = flow_env.base / "runs-gui"
     # 4 of the 13 shipped forms each: the warm start records demonstrations on every training form in a
     # browser (most of this test's time), and 2 tasks per iteration are played anyway.
@@ -64,7 +71,8 @@ def test_one_gui_iteration(flow_env: FlowEnv) -> None:
     flow_env.rla(
         "run", "--preset", "gui", *flow_env.settings(root), "--run-id", "g1", *TINY,
         "--set", f"gui.tasks={train}", "--set", f"gui.eval_tasks={held_out}",
-        "--set", "rollout.max_steps=2", "--set", "evaluation.max_steps=2", "--set", "judge.m=2", timeout=1800,
+        "--set", "rollout.max_steps=2", "--set", "evaluation.max_steps=2", "--set", "judge.m=2",
+        "--set", "models.images.policy=2", timeout=1800,  # the policy sees its last 2 screens
     )  # fmt: skip
     store = ArtifactStore(str(root))
     done = committed(store, "g1")
@@ -74,8 +82,8 @@ def test_one_gui_iteration(flow_env: FlowEnv) -> None:
     judgments = store.read_frame("g1", 1, "judge", "judgments")
     assert rollouts.height > 0 and judgments.height == 2 * rollouts.height
     assert store.read_frame("g1", 1, "evaluate", "eval").height > 0
-    # Every step has the screen it was played on and the screen after it (issue 31), and the run's report
-    # shows a rollout's first steps with both, read back from the artifacts.
+    # Every step has the screen it was played on and the screen after it, and the run's report shows a
+    # rollout's first steps with both, read back from the artifacts.
     assert (
         rollouts["observation_ref"].null_count() == 0 and rollouts["next_observation_ref"].null_count() == 0
     )
@@ -85,3 +93,59 @@ def test_one_gui_iteration(flow_env: FlowEnv) -> None:
         (pl.col("task_id") == rollouts["task_id"][0]) & (pl.col("rollout_id") == rollouts["rollout_id"][0])
     ).height)  # fmt: skip
     assert "data:image/png;base64,iVBORw0KGgo" in shown  # inline PNGs
+    # Each policy prompt showed the episode's last 2 screens (1 at its first step), this step's last, one
+    # image slot each; each judge prompt the step's screen and the one after it.
+    slot = "<|vision_start|><|image_pad|><|vision_end|>"
+    earlier: dict[tuple[str, int], str] = {}
+    for row in rollouts.sort("task_id", "rollout_id", "step").iter_rows(named=True):
+        episode = (row["task_id"], row["rollout_id"])
+        want = [earlier[episode], row["observation_ref"]] if row["step"] else [row["observation_ref"]]
+        assert row["images"] == want and row["prompt"].count(slot) == len(want), row
+        assert all(store.read_file("g1", 1, "rollout", ref).startswith(b"\x89PNG") for ref in want)
+        earlier[episode] = row["observation_ref"]
+    steps = rollouts.select("task_id", "rollout_id", "step", "observation_ref", "next_observation_ref")
+    seen = judgments.join(steps, on=["task_id", "rollout_id", "step"])
+    assert seen.height == judgments.height
+    for row in seen.iter_rows(named=True):
+        assert row["images"] == [row["observation_ref"], row["next_observation_ref"]]
+        assert row["prompt"].count(slot) == 2
+    # The warm start trained both models on demonstrations with screenshots; the samples carry the
+    # references of the rows they came from.
+    warm = store.manifest("g1", 0, "bootstrap").extra["metrics"]  # type: ignore[union-attr]
+    assert warm["policy/warm_start_rows_used"] > 0 and warm["reward_model/warm_start_rows_used"] > 0
+    for frame in ("policy_samples", "reward_samples"):
+        assert store.read_frame("g1", 1, "label", frame)["images"].null_count() == 0
+    # Whether this run's tiny models left rows with a nonzero advantage is up to their samples, so the
+    # update from the recorded references is checked on two of the run's own image prompts.
+    assert _train_policy_on(store, "g1", rollouts.head(2), flow_env.base / "replay") == 2
+
+
+def _train_policy_on(store: ArtifactStore, run_id: str, steps: pl.DataFrame, scratch: Path) -> float:
+    """Iteration 1's policy update, replayed into a scratch store on ``steps`` (advantages +1, -1) with the
+    run's rollout stage as the screens: the rows used. Without the screens, the stage refuses the rows."""
+    cfg = load_run_config(store, run_id)
+    run = RunContext(run_id=run_id, config=cfg)
+    refs = {}
+    for it, name in ((0, StageName.BOOTSTRAP), (1, StageName.ROLLOUT)):
+        m = store.manifest(run_id, it, name)
+        assert m is not None
+        refs[name] = StageRef(run_id, it, name, m.attempt, m.content_key, {})
+    rows = steps.select(
+        "iteration", "task_id", "rollout_id", "step", "prompt", "images", "response",
+        reward=pl.Series([1.0, -1.0]), advantage=pl.Series([1.0, -1.0]),
+    )  # fmt: skip
+    all_stages()
+    stage = STAGES[StageName.TRAIN_POLICY]
+    with ArtifactStore(str(scratch)).begin(run_id, 1, StageName.TRAIN_POLICY) as writer:
+        ctx = StageContext(
+            _run=run, iteration=1, stage=StageName.TRAIN_POLICY, seed=1, run_seed=cfg.seed,
+            inputs=stage.slice(cfg), writer=writer,
+        )  # fmt: skip
+        args = {"rows": rows, "base": refs[StageName.BOOTSTRAP], "role": Role.POLICY, "cfg": cfg.training.policy,
+                "placement": cfg.training, "threads": cfg.threads, "cluster": cfg.cluster, "prefix": "policy"}  # fmt: skip
+        try:
+            with pytest.raises(ArtifactError, match="rows carry images but no rollout stage was given"):
+                train_checkpoint(ctx, **args)
+            return train_checkpoint(ctx, **args, screens=refs[StageName.ROLLOUT])["policy/rows_used"]
+        finally:
+            ctx.cleanup()

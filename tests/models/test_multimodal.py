@@ -12,11 +12,15 @@ import torch
 from PIL import Image, ImageDraw
 
 from rla_core.config import LoraConfig, SamplingConfig, TrainConfig
-from rla_core.errors import ModelError
+from rla_core.envs.demos import DEMO_COLUMNS
+from rla_core.envs.judge import judge_steps
+from rla_core.errors import ArtifactError, ModelError
 from rla_core.models.bootstrap import ensure_tiny_vl_model, resolve_model
 from rla_core.models.generator import TransformersGenerator
 from rla_core.models.multimodal import ImagePrompt, VisionProcessor, is_vision_language, load_vl_model
 from rla_core.models.trainer import rl_update, sft, token_logprobs
+from rla_core.schemas import empty_frame
+from rla_core.settings.warm_start import _rows_digest, format_image_rows
 from tests.models.conftest import CORPUS
 
 SLOT = "<|vision_start|><|image_pad|><|vision_end|>"
@@ -255,3 +259,71 @@ def test_vllm_chat_parts_render_to_exactly_the_recorded_prompt(vl_model: Path, s
         [{"role": "user", "content": parts}], chat_template=verbatim_chat_template(vp.slot), tokenize=False
     )
     assert rendered == prompt.text
+
+
+def test_vl_judge_sees_the_screens_before_and_after_each_step(
+    vl_gen: TransformersGenerator, shots: dict[str, str], tmp_path: Path
+) -> None:
+    """models.images.reward: each judge prompt shows the step's two screens (recorded as the rollouts'
+    references) and the agent's prompt as text, without the agent's own image slot."""
+    (tmp_path / "files").mkdir()
+    for name, src in shots.items():
+        (tmp_path / "files" / f"{name}.png").write_bytes(Path(src).read_bytes())
+    agent = vl_gen.format_prompt(ImagePrompt("Task: click ONE.", (shots["light"],))).text
+    steps = [
+        {"task_id": "t", "rollout_id": 0, "step": s, "prompt": agent, "response": "\\boxed{0}",
+         "next_observation": "clicked", "observation_ref": f"files/{a}.png", "next_observation_ref": f"files/{b}.png"}
+        for s, (a, b) in enumerate([("light", "dark"), ("dark", "dark")])
+    ]  # fmt: skip
+    rollouts = pl.concat([empty_frame("rollouts"), pl.DataFrame(steps)], how="diagonal_relaxed")
+    args = {
+        "m": 2,
+        "sampling": SamplingConfig(max_new_tokens=4),
+        "seed": 3,
+        "iteration": 1,
+        "template": "gui_judge",
+    }
+    judged = judge_steps(rollouts, generator=vl_gen, screens=tmp_path, **args)
+    assert (
+        judged["images"].to_list()
+        == [["files/light.png", "files/dark.png"]] * 2 + [["files/dark.png"] * 2] * 2
+    )
+    for prompt in judged["prompt"]:
+        assert prompt.count(SLOT) == 2 and "Task: click ONE." in prompt
+    # The same steps judged as text (images off): no slot at all, no images recorded.
+    text = judge_steps(rollouts, generator=vl_gen, **args)
+    assert text["images"].null_count() == 4 and not any(SLOT in p for p in text["prompt"])
+    # A step without the screen after it (recorded before next_observation_ref existed) is named.
+    old = rollouts.with_columns(next_observation_ref=pl.lit(None, pl.String))
+    with pytest.raises(
+        ArtifactError, match=r"step 0 of task t \(rollout 0\) has .*next_observation_ref=None"
+    ):
+        judge_steps(old, generator=vl_gen, screens=tmp_path, **args)
+
+
+def test_warm_start_rows_get_the_generators_image_slots_and_a_content_key(
+    vl_model: Path, tiny_model: Path, vl_gen: TransformersGenerator, shots: dict[str, str], tmp_path: Path
+) -> None:
+    rows = pl.DataFrame(
+        {
+            "prompt": ["Which button?", "Plain text"],
+            "images": [[shots["light"]], None],
+            "response": ["a", "b"],
+        },
+        schema=DEMO_COLUMNS,
+    )
+    formatted = format_image_rows(vl_model, rows, chat=True)
+    # Exactly what the generator formats at rollout time; a text row is left as it is.
+    assert formatted["prompt"].to_list() == [
+        vl_gen.format_prompt(ImagePrompt("Which button?", (shots["light"],))).text,
+        "Plain text",
+    ]
+    # The warm-start cache key reads the images by content: the same screen elsewhere is the same key.
+    moved = tmp_path / "elsewhere.png"
+    moved.write_bytes(Path(shots["light"]).read_bytes())
+    again = formatted.with_columns(images=pl.Series([[str(moved)], None], dtype=pl.List(pl.String)))
+    assert _rows_digest(again) == _rows_digest(formatted)
+    other = formatted.with_columns(images=pl.Series([[shots["dark"]], None], dtype=pl.List(pl.String)))
+    assert _rows_digest(other) != _rows_digest(formatted)
+    with pytest.raises(ModelError, match="warm-start rows with screenshots"):
+        format_image_rows(tiny_model, rows, chat=True)
