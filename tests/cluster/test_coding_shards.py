@@ -26,8 +26,8 @@ FRAMES = ("rollouts", "executions", "unit_tests", "proposals", "textgame_proposa
 
 
 # slow: 33 s alone on a quiet machine (2 shards; 65 s with 1 and 2 shards in make test-slow) before the
-# text-game rewrites joined; with them 75.6 s alone at load average ~5, of which the text-game call on 2
-# shards took 17.7 s (actors started and the model loaded again for that one call).
+# text-game rewrites joined; with them 62.9 s (pytest call) at load average ~4-6; in a 75.6 s run of the
+# script at ~5 the text-game call on 2 shards took 17.7 s (actors started, the model loaded again).
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_coding_generation_on_2_shards_equals_the_local_one(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs u
 REPO = Path(__file__).resolve().parents[2]
 
 
-# slow: 32.5 s alone at load average ~2-3 (an embedded Ray start, then two Ray Train starts of 2 workers,
+# slow: 32.5 s alone at load average ~2-3, 40.4 s at ~4-6 (an embedded Ray start, then two Ray Train starts of 2 workers,
 # ~17-22 s each at load average 7 even for an entry that returns at once); too much for the default suite.
 @pytest.mark.slow
 @pytest.mark.timeout(300)
