@@ -10,7 +10,6 @@ from rla_core.algo.curriculum import register_chosen, rewrite_targets
 from rla_core.algo.labels import task_accuracy
 from rla_core.algo.registry import TaskRegistry
 from rla_core.cluster import stage_generator
-from rla_core.config import ClusterConfig, Setting
 from rla_core.settings import ProposalRequest, adapter_for
 from rla_core.stage_inputs import AdaptInputs, Role, StageName
 from tasks.stage import StageContext, StageRef, signal_frames, stage
@@ -36,15 +35,15 @@ def adapt(
     targets = rewrite_targets(
         registry, task_accuracy(frames["rollouts"]), cfg=cfg.adaptation, iteration=ctx.iteration
     )
-    # Coding samples every rewrite in one call, which shards over a Ray cluster; the text-game rewriters
-    # and summaries call their model many times, one call each, so they keep it in this process.
-    where = cfg.cluster if cfg.setting is Setting.CODING else ClusterConfig()
+    # Every use of the environment model is one generate call per phase (text games: the failure summaries,
+    # then every target's rewrite attempts; coding: every rewrite), which shards over a Ray cluster. The GUI
+    # rewriters are parametric: they leave the model unused (with ray nothing starts for it).
     with contextlib.ExitStack() as stack:
         env_model = (
             stack.enter_context(
                 stage_generator(
                     ctx.generator_spec(models, Role.ENVIRONMENT, models=cfg.models, threads=cfg.threads),
-                    where,
+                    cfg.cluster,
                 )
             )
             if cfg.models.environment is not None and targets

@@ -10,7 +10,9 @@ stream, so the result equals the local one byte for byte, whatever the shard cou
 ``cluster`` key stays out of stage keys (``SPEED_ONLY_KEYS``).
 
 The coding stages sample one batched generation call each (the rollout's programs, write_tests' unit
-tests, adapt's rewrites): they open :func:`stage_generator`, which with ``ray`` is a
+tests), and so does every phase of adapt's environment model in every setting (text games: the failure
+summaries, then every target's rewrite attempts; coding: the rewrites): they open :func:`stage_generator`,
+which with ``ray`` is a
 :class:`ShardedGenerator` — ``generate`` cuts its prompts into contiguous shards, each sampled on its
 own actor by a generator over the same checkpoint, with prompt i seeded exactly as one local call seeds
 it (``seeds[i]``, or ``seed + i``), so the samples are the local ones whatever the shard count.

@@ -3,6 +3,8 @@
 A :class:`TaskRewriter` proposes k candidate specs for a :class:`RewriteRequest` (a task whose accuracy
 asked for a harder or easier variant). :func:`rewrite_tasks` checks EVERY candidate the same way and
 writes the 'proposals' artifact; the first valid candidate is ``chosen`` (spec §3.2: first valid wins).
+The environment model's rewriters (:class:`ModelRewriter`: :class:`LlmRewriter`, ALFWorld's two-token
+rewriter) sample every request's attempts in one generate call, which shards over a Ray cluster.
 
 Checks, in order (the first failure is the ``invalid_reason``):
 
@@ -23,7 +25,8 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -183,7 +186,40 @@ class ParametricRewriter:
         return out
 
 
-class LlmRewriter:
+class ModelRewriter(ABC):
+    """A rewriter whose candidates the environment model writes: ``k`` attempt prompts per request.
+
+    :meth:`propose_all` samples every request's attempts in ONE generate call (with ``cluster.backend=ray``
+    the stage's generator is a :class:`~rla_core.cluster.ShardedGenerator`, so that call shards over the
+    cluster); each prompt keeps the seed one call per request would give it (:func:`sample_attempts`), so
+    the candidates are the same whatever the batching.
+    """
+
+    generator: Generator
+    sampling: SamplingConfig
+
+    @abstractmethod
+    def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
+        """The k attempt prompts of ``request``."""
+
+    @abstractmethod
+    def candidates(self, request: RewriteRequest, texts: list[str]) -> list[Candidate]:
+        """The candidates parsed from ``request``'s k attempt outputs, in attempt order."""
+
+    def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
+        """The k candidates of one request (:meth:`propose_all` of that request alone)."""
+        return self.propose_all([request], k=k, seed=seed)[0]
+
+    def propose_all(self, requests: Sequence[RewriteRequest], *, k: int, seed: int) -> list[list[Candidate]]:
+        """Every request's k candidates, sampled in one generate call."""
+        texts = sample_attempts(
+            self.generator, [self.prompts(r, k=k) for r in requests], self.sampling, seed,
+            [r.slot_id for r in requests],
+        )  # fmt: skip
+        return [self.candidates(r, t) for r, t in zip(requests, texts, strict=True)]
+
+
+class LlmRewriter(ModelRewriter):
     """The environment model rewrites the spec as JSON, anchored to the root (spec §3.2, §5)."""
 
     def __init__(self, generator: Generator, *, sampling: SamplingConfig) -> None:
@@ -207,22 +243,35 @@ class LlmRewriter:
             for i in range(k)
         ]
 
-    def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
-        """One generate call for the k attempts; each output parsed with :func:`parse_candidate`."""
-        texts = sample_attempts(
-            self.generator, self.prompts(request, k=k), self.sampling, seed, request.slot_id
-        )
+    def candidates(self, request: RewriteRequest, texts: list[str]) -> list[Candidate]:
+        """Each output parsed with :func:`parse_candidate`."""
         return [parse_candidate(text) for text in texts]
 
 
 def sample_attempts(
-    generator: Generator, prompts: list[str], sampling: SamplingConfig, seed: int, slot_id: str
-) -> list[str]:
-    """One generate call for a slot's attempt prompts (in the model's chat markup): one text per attempt."""
-    outs = generator.generate(
-        [generator.format_prompt(p) for p in prompts], n=1, sampling=sampling, seed=derive_seed(seed, slot_id)
-    )
-    return [o[0].text for o in outs]
+    generator: Generator,
+    prompts: Sequence[Sequence[str]],
+    sampling: SamplingConfig,
+    seed: int,
+    slot_ids: Sequence[str],
+) -> list[list[str]]:
+    """One generate call for every slot's attempt prompts (in the model's chat markup): one text per attempt.
+
+    ``prompts[s]`` are slot ``slot_ids[s]``'s attempts; attempt i of slot s is seeded
+    ``derive_seed(seed, slot_ids[s]) + i``, the seed a call of that slot's prompts alone with
+    ``seed=derive_seed(seed, slot_ids[s])`` gives it, so the texts do not depend on which slots are
+    sampled together (a generator's sample depends only on its prompt, its seed and its index).
+    """
+    flat = [generator.format_prompt(p) for attempts in prompts for p in attempts]
+    if not flat:
+        return [[] for _ in prompts]
+    seeds = [
+        derive_seed(seed, slot) + i
+        for slot, attempts in zip(slot_ids, prompts, strict=True)
+        for i in range(len(attempts))
+    ]
+    outs = iter(generator.generate(flat, n=1, sampling=sampling, seed=seeds[0], seeds=seeds))
+    return [[next(outs)[0].text for _ in attempts] for attempts in prompts]
 
 
 def parse_candidate(text: str) -> Candidate:
@@ -255,9 +304,14 @@ def rewrite_tasks(
     output when it did not parse), valid, invalid_reason (null when valid), chosen (first valid one).
     """
     rows: list[dict[str, Any]] = []
-    for request in requests:
+    proposed: Iterable[list[Candidate]] = (  # the environment model samples every request in one call
+        rewriter.propose_all(requests, k=k, seed=seed)
+        if isinstance(rewriter, ModelRewriter)
+        else (rewriter.propose(request, k=k, seed=seed) for request in requests)
+    )
+    for request, candidates in zip(requests, proposed, strict=True):
         chosen_done = False
-        for idx, cand in enumerate(rewriter.propose(request, k=k, seed=seed)):
+        for idx, cand in enumerate(candidates):
             reason = cand.reason
             if reason is None and cand.spec is not None:
                 reason = (

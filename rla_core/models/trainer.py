@@ -370,7 +370,7 @@ def _launch(
             log.info("starting %s with %s", what, env)
             error = run_train_workers(
                 placement.cluster, WORKER_MODULE, [str(spec_path)], processes=placement.processes,
-                use_gpu=placement.device != "cpu", env=env, storage=work,
+                use_gpu=placement.device != "cpu", env=env, storage=work, timeout_s=placement.timeout_s, what=what,
             )  # fmt: skip
             failed = None if error is None else (f"{what} failed", f"the cluster's error:\n{error}")
         else:

@@ -113,6 +113,10 @@ class TextGameSetting:
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
+        """Critic feedback, then the rewrites. With ``env_model``: its failure summaries in one generate call
+        and, with ``adaptation.rewriter=llm``, every target's attempts in one more
+        (:class:`~rla_core.envs.rewriter.ModelRewriter`); each shards over a Ray cluster when ``env_model``
+        is a :class:`~rla_core.cluster.ShardedGenerator`."""
         from rla_core.config import RewriterKind
         from rla_core.envs.feedback import critic_feedback
         from rla_core.envs.rewriter import (

@@ -5,7 +5,9 @@ private network namespace that has only `lo` (``unshare -n``): the embedded Ray 
 when this process exits. For ``local``, ``ray-1`` and ``ray-2`` it makes what the coding rollout
 (``play_episodes``: programs, then their GT executions), write_tests (the reward model's unit tests) and
 adapt (the environment model's rewrites) make, with each stage's own calls, on three problems of the
-coding preset and a tiny model, and writes each frame to ``WORKDIR/<config>/<frame>.parquet``.
+coding preset and a tiny model, and what the text-game adapt makes with that model as its environment
+model (``textgame_proposals``: the LLM rewriter's attempts for two targets, one generate call); it writes
+each frame to ``WORKDIR/<config>/<frame>.parquet``.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from rla_core.cluster import ShardedGenerator, play_episodes, stage_generator
 from rla_core.config import ClusterBackend, ClusterConfig, Setting, load_config
 from rla_core.models.bootstrap import ensure_tiny_model
 from rla_core.models.generator import GeneratorSpec
+from rla_core.schemas import get_schema
 from rla_core.settings import ProposalRequest
 from rla_core.settings.coding import CodingSetting, coding_task
+from rla_core.settings.textgame import TextGameSetting
 from rla_core.stage_inputs import (
     AdaptInputs,
     RolloutInputs,
@@ -70,6 +74,10 @@ def main() -> None:
         RewriteTarget(t.task_id, t.task_id, goal, 0.5, t.spec, t.spec)
         for t, goal in zip(tasks, (Goal.HARDER, Goal.EASIER, Goal.HARDER), strict=True)
     ]
+    textgame = textgame_job(work)
+    env_model = GeneratorSpec(
+        checkpoint=model, models=rollout.models, role="environment", name=None, threads=1
+    )
     for name, cluster in CONFIGS.items():
         start = time.perf_counter()
         frames = play_episodes(request, setting=Setting.CODING, generator=spec, cluster=cluster)
@@ -84,11 +92,35 @@ def main() -> None:
                 targets=targets, seed=13, iteration=1,
             )  # fmt: skip
             frames["proposals"] = setting.propose(adapt, job, env_model=gen)
+        adapt_start = time.perf_counter()
+        with stage_generator(env_model, cluster) as gen:
+            frames["textgame_proposals"] = TextGameSetting().propose(*textgame, env_model=gen)
+        print(f"{name}: text-game adapt {time.perf_counter() - adapt_start:.1f} s", file=sys.stderr)
         (work / name).mkdir(parents=True)
         for frame_name, frame in frames.items():
             assert isinstance(frame, pl.DataFrame) and frame.height > 0, (name, frame_name)
             frame.write_parquet(work / name / f"{frame_name}.parquet")
         print(f"{name}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+
+
+def textgame_job(work: Path) -> tuple[AdaptInputs, ProposalRequest]:
+    """The text-game adapt's inputs (LLM rewriter, 2 candidates) and a job of two rewrite targets. No
+    rollout failed, so no failure summary is asked for: the summaries are one more call of the same kind
+    (their outputs reach 'proposals' only through a ``\\boxed{}``, which a tiny model does not write)."""
+    cfg = load_config(
+        preset="test",
+        overrides=[
+            "threads=1", "models.environment=tiny:env", "adaptation.rewriter=llm", "adaptation.candidates=2",
+            "adaptation.sampling.max_new_tokens=24", f"textgame.game_cache_dir={work / 'games'}",
+        ],
+    )  # fmt: skip
+    seeded = TextGameSetting().seed_tasks(SeedTasksInputs.from_config(cfg))[:2]
+    targets = [
+        RewriteTarget(slot, slot, goal, 0.0 if goal is Goal.EASIER else 1.0, spec, spec)
+        for (slot, _env, spec), goal in zip(seeded, (Goal.EASIER, Goal.HARDER), strict=True)
+    ]
+    frames = {name: pl.DataFrame(schema=get_schema(name).polars_schema) for name in ("rollouts", "judgments")}
+    return AdaptInputs.from_config(cfg), ProposalRequest(frames=frames, targets=targets, seed=15, iteration=1)
 
 
 if __name__ == "__main__":

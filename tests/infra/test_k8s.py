@@ -124,11 +124,15 @@ def test_shard_resource_and_gpus_agree_with_the_deployment() -> None:
     assert cfg.cluster.workers == cfg.training.processes == group["replicas"] * offered[name]
     head = _ray_cluster()["spec"]["headGroupSpec"]["rayStartParams"]
     assert head["num-gpus"] == "0" and head["num-cpus"] == "0" and "resources" not in head
-    # The head's GPU is the driver's, for the one generating stage not sharded yet (adapt's environment
-    # model), not Ray's; updates leave the driver (more than one process, so Ray Train).
-    head_gpus = int(containers["head"]["resources"]["limits"]["nvidia.com/gpu"])
-    assert head_gpus == cfg.models.serving.tensor_parallel.environment and cfg.training.processes > 1
-    assert all(cfg.models.serving.tensor_parallel.model_dump().get(r) == 1 for r in ("policy", "reward"))
+    # The head (the driver) holds no GPU: every generating stage, adapt's environment model included, runs on
+    # the shards, one GPU each, and updates leave the driver (more than one process, so Ray Train).
+    head = containers["head"]["resources"]
+    assert "nvidia.com/gpu" not in head["limits"] and "nvidia.com/gpu" not in head["requests"]
+    assert cfg.training.processes > 1
+    tensor_parallel = cfg.models.serving.tensor_parallel.model_dump()
+    assert all(
+        tensor_parallel.get(r) == cfg.cluster.gpus_per_worker for r in ("policy", "reward", "environment")
+    )
 
 
 def test_head_runs_the_deployments_work_pool_worker_with_the_servers_api() -> None:

@@ -55,7 +55,7 @@ from rla_core.envs.alfworld.spec import (
     canonical_spec,
     parse_goal,
 )
-from rla_core.envs.rewriter import Candidate, RewriteRequest, sample_attempts
+from rla_core.envs.rewriter import Candidate, ModelRewriter, RewriteRequest
 from rla_core.errors import EnvironmentSpecError
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def parse_two_tokens(text: str) -> tuple[str, str] | str:
     return names[0], names[1]
 
 
-class TwoTokenRewriter:
+class TwoTokenRewriter(ModelRewriter):
     """The environment model rewrites the root game's two goal tokens (spec §3.2; paper's method)."""
 
     def __init__(self, generator: Generator, *, env: AlfworldEnv, sampling: SamplingConfig) -> None:
@@ -153,11 +153,8 @@ class TwoTokenRewriter:
             for i in range(k)
         ]
 
-    def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
-        """One generate call for the k attempts; each output parsed with :func:`candidate_from_text`."""
-        texts = sample_attempts(
-            self.generator, self.prompts(request, k=k), self.sampling, seed, request.slot_id
-        )
+    def candidates(self, request: RewriteRequest, texts: list[str]) -> list[Candidate]:
+        """Each output parsed with :func:`candidate_from_text`."""
         task_type, _ = goal_of(self.env.game(request.root_spec)["pddl_problem"])
         return [candidate_from_text(text, request.root_spec, task_type) for text in texts]
 
