@@ -429,7 +429,7 @@ class LabelInputs(StageInputs):
 class AdaptInputs(StageInputs):
     setting: Setting
     threads: int
-    cluster: ClusterConfig  # speed only: where the coding environment model samples its rewrites
+    cluster: ClusterConfig  # speed only: where the environment model samples (rewrites, summaries)
     adaptation: AdaptationConfig
     models: AdaptModels
     rollout: RolloutSteps
