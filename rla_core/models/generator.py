@@ -673,15 +673,8 @@ class VllmServerGenerator:
 
     def _parse_chat(self, payload: dict[str, Any], n: int) -> list[Generation]:
         """Chat completions: the text is ``message.content``, the token count that of ``logprobs.content``."""
-        choices = sorted(payload["choices"], key=lambda c: c["index"])
-        if len(choices) != n:
-            raise ModelError(f"vLLM returned {len(choices)} choices, expected n={n}")
-        prompt_tokens = int(payload["usage"]["prompt_tokens"])
         out = []
-        for choice in choices:
-            reason = choice.get("finish_reason")
-            if reason not in ("stop", "length"):
-                raise ModelError(f"vLLM finished a completion with reason {reason!r} (expected stop/length)")
+        for choice, reason, prompt_tokens in _finished_choices(payload, n):
             tokens = (choice.get("logprobs") or {}).get("content")
             if tokens is None:
                 raise ModelError(
@@ -691,17 +684,9 @@ class VllmServerGenerator:
         return out
 
     def _parse(self, payload: dict[str, Any], n: int) -> list[Generation]:
-        choices = sorted(payload["choices"], key=lambda c: c["index"])
-        if len(choices) != n:
-            raise ModelError(f"vLLM returned {len(choices)} choices, expected n={n}")
-        prompt_tokens = int(payload["usage"]["prompt_tokens"])
         out = []
-        for choice in choices:
-            reason = choice.get("finish_reason")
-            if reason not in ("stop", "length"):
-                raise ModelError(f"vLLM finished a completion with reason {reason!r} (expected stop/length)")
-            logprobs = choice.get("logprobs") or {}
-            tokens = logprobs.get("tokens")
+        for choice, reason, prompt_tokens in _finished_choices(payload, n):
+            tokens = (choice.get("logprobs") or {}).get("tokens")
             if tokens is None:
                 raise ModelError("vLLM response has no logprobs.tokens: the server ignored logprobs=0")
             # vLLM already removes the stop string (include_stop_str_in_output defaults to False).
@@ -716,3 +701,19 @@ class VllmServerGenerator:
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+
+def _finished_choices(payload: dict[str, Any], n: int) -> list[tuple[dict[str, Any], str, int]]:
+    """A vLLM completion response's ``n`` choices in index order, each with its finish reason (stop or
+    length, else :class:`ModelError`) and the prompt's token count."""
+    choices = sorted(payload["choices"], key=lambda c: c["index"])
+    if len(choices) != n:
+        raise ModelError(f"vLLM returned {len(choices)} choices, expected n={n}")
+    prompt_tokens = int(payload["usage"]["prompt_tokens"])
+    out = []
+    for choice in choices:
+        reason = choice.get("finish_reason")
+        if reason not in ("stop", "length"):
+            raise ModelError(f"vLLM finished a completion with reason {reason!r} (expected stop/length)")
+        out.append((choice, str(reason), prompt_tokens))
+    return out
