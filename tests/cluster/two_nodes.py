@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -126,6 +127,15 @@ class TwoNodes:
             if proc["sid"] == self.nodes[name].proc.pid and proc["comm"] == "raylet":
                 return int(proc["pid"])
         raise RuntimeError(f"node {name} has no raylet")
+
+    def node_id(self, name: str) -> str:
+        """Node ``name``'s Ray node id (hex), as its raylet was started with it (``--node_id=…``)."""
+        for proc in _processes():
+            if proc["sid"] == self.nodes[name].proc.pid and proc["comm"] == "raylet":
+                found = re.search(r"--node[-_]id=([0-9a-f]+)", proc["args"])
+                if found:
+                    return found.group(1)
+        raise RuntimeError(f"node {name} has no raylet with a --node_id argument")
 
     def workers_running_shards(self, name: str) -> list[dict[str, Any]]:
         """Ray workers of node ``name`` executing a shard body (process title ``ray::_ShardWorker.run``)."""
@@ -301,6 +311,7 @@ def lost_node(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
                     f"the run ended before the rollout shard ran:\n{err_path.read_text()[-4000:]}"
                 )
             time.sleep(0.05)
+        report["killed_node_id"] = cluster.node_id("b")
         report["killed_raylet"] = cluster.raylet("b")
         os.kill(report["killed_raylet"], signal.SIGKILL)
         report["run"] = {"rc": proc.wait(timeout=600), "seconds": round(time.monotonic() - start, 1)}
