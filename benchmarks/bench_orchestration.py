@@ -83,10 +83,7 @@ def progress_overhead(root: str, run_id: str, repeats: int) -> None:
             continue
         advances = records = 0
         walls: list[float] = []
-        for stage in store.list_stages(run_id, it):
-            manifest = store.manifest(run_id, it, stage)
-            if manifest is None:
-                continue
+        for (_, stage), manifest in store.committed(run_id, it).items():
             secs = float(manifest.extra.get("stage_compute_s", 0.0))
             walls.append(secs)
             records += 2 + int(secs / 3.0) + 1  # start, loop end(s), one per 3 s
@@ -135,10 +132,7 @@ def analyse(root: str, run_id: str) -> None:
         begun: list[float] = []
         committed: list[float] = []
         compute = 0.0
-        for stage in store.list_stages(run_id, it):
-            manifest = store.manifest(run_id, it, stage)
-            if manifest is None:
-                continue
+        for (_, stage), manifest in store.committed(run_id, it).items():
             begun_file = Path(store.attempt_location(run_id, it, stage, manifest.attempt)) / "_begun.json"
             begun.append(_ts(json.loads(begun_file.read_text())["at"]))
             committed.append(_ts(manifest.created_at))

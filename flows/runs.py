@@ -170,11 +170,7 @@ def _in_flow_order(store: ArtifactStore, run_id: str, iteration: int, stages: li
 def find_frame(store: ArtifactStore, run_id: str, iteration: int, name: str) -> str:
     """The stage of ``iteration`` whose attempt in use holds frame ``name`` (the last one wins)."""
     require_run(store, run_id)
-    found = [
-        stage
-        for stage in store.list_stages(run_id, iteration)
-        if (m := store.manifest(run_id, iteration, stage)) is not None and name in m.frames
-    ]
+    found = [stage for (_, stage), m in store.committed(run_id, iteration).items() if name in m.frames]
     if not found:
         raise ConfigError(
             f"iteration {iteration} of run '{run_id}' has no artifact '{name}' (is the iteration finished?)"
@@ -189,11 +185,7 @@ def latest_checkpoint_stage(
     of the latest iteration (at or before ``iteration``) whose attempt in use holds that checkpoint."""
     candidates = [it for it in store.list_iterations(run_id) if iteration is None or it <= iteration]
     for it in sorted(candidates, reverse=True):
-        holding = [
-            stage
-            for stage in store.list_stages(run_id, it)
-            if (m := store.manifest(run_id, it, stage)) is not None and _holds_dir(m, role)
-        ]
+        holding = [stage for (_, stage), m in store.committed(run_id, it).items() if _holds_dir(m, role)]
         if holding:
             return it, _in_flow_order(store, run_id, it, holding)[-1]
     raise ConfigError(

@@ -263,31 +263,26 @@ def run_metrics(store: ArtifactStore, run_id: str) -> pl.DataFrame:
     require_run(store, run_id)
     rows: list[tuple[int, str, float]] = []
     registry_iterations: list[int] = []  # iterations with a task-registry snapshot
-    iterations = store.list_iterations(run_id)
-    for it in iterations:
-        for stage in store.list_stages(run_id, it):
-            manifest = store.manifest(run_id, it, stage)
-            if manifest is None:
-                continue
-            for key, value in manifest.extra.get("metrics", {}).items():
-                if isinstance(value, int | float) and math.isfinite(float(value)):
-                    rows.append((it, str(key), float(value)))
-            if "tasks" in manifest.frames:
-                registry_iterations.append(it)
-            if "eval" in manifest.frames:
-                evals = store.read_frame(run_id, it, stage, "eval")
-                if evals.height:
-                    rows.append((it, EVAL_EPISODES, float(evals.height)))
-                    won = {SUCCESS: evals["outcome"] > 0, CLEAN: clean_wins(evals)}
-                    for measure, wins_of in won.items():
-                        wins = int(wins_of.sum())
-                        low, high = wilson_interval(wins, evals.height)
-                        rows += [
-                            (it, measure.successes, float(wins)),
-                            (it, measure.rate, wins / evals.height),
-                            (it, measure.low, low),
-                            (it, measure.high, high),
-                        ]
+    for (it, stage), manifest in store.committed(run_id).items():
+        for key, value in manifest.extra.get("metrics", {}).items():
+            if isinstance(value, int | float) and math.isfinite(float(value)):
+                rows.append((it, str(key), float(value)))
+        if "tasks" in manifest.frames:
+            registry_iterations.append(it)
+        if "eval" in manifest.frames:
+            evals = store.read_frame(run_id, it, stage, "eval")
+            if evals.height:
+                rows.append((it, EVAL_EPISODES, float(evals.height)))
+                won = {SUCCESS: evals["outcome"] > 0, CLEAN: clean_wins(evals)}
+                for measure, wins_of in won.items():
+                    wins = int(wins_of.sum())
+                    low, high = wilson_interval(wins, evals.height)
+                    rows += [
+                        (it, measure.successes, float(wins)),
+                        (it, measure.rate, wins / evals.height),
+                        (it, measure.low, low),
+                        (it, measure.high, high),
+                    ]
     if registry_iterations:
         # The current registry: the last stage, in flow order, of the last iteration that wrote one.
         last_it = max(registry_iterations)
@@ -585,9 +580,8 @@ EpisodeReader = Callable[[str, int], pl.DataFrame | None]  # (run id, iteration)
 
 def read_eval(store: ArtifactStore, run_id: str, iteration: int) -> pl.DataFrame | None:
     """The 'eval' frame a run committed at ``iteration`` (from the stage that wrote it), or None."""
-    for stage in store.list_stages(run_id, iteration):
-        manifest = store.manifest(run_id, iteration, stage)
-        if manifest is not None and "eval" in manifest.frames:
+    for (_, stage), manifest in store.committed(run_id, iteration).items():
+        if "eval" in manifest.frames:
             return store.read_frame(run_id, iteration, stage, "eval")
     return None
 

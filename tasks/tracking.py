@@ -134,10 +134,7 @@ def _resolved(location: str) -> str:
 
 def iteration_summary_markdown(store: ArtifactStore, run_id: str, iteration: int) -> str:
     """A markdown table of the committed stages of one iteration (in the order they committed)."""
-    manifests = [
-        m for stage in store.list_stages(run_id, iteration) if (m := store.manifest(run_id, iteration, stage))
-    ]
-    manifests.sort(key=lambda m: m.created_at)
+    manifests = sorted(store.committed(run_id, iteration).values(), key=lambda m: m.created_at)
     lines = [
         f"### Run `{run_id}`, iteration {iteration}",
         "",

@@ -483,6 +483,17 @@ class ArtifactStore:
             return Manifest.from_json(data, where=join(base, MANIFEST_NAME))
         return None
 
+    def committed(self, run_id: str, iteration: int | None = None) -> dict[tuple[int, str], Manifest]:
+        """(iteration, stage) → the manifest in use, for every committed stage of the run (or of one
+        ``iteration``), by iteration then stage name. Uncommitted and invalidated stages are left out."""
+        iterations = self.list_iterations(run_id) if iteration is None else [iteration]
+        return {
+            (it, stage): manifest
+            for it in iterations
+            for stage in self.list_stages(run_id, it)
+            if (manifest := self.manifest(run_id, it, stage)) is not None
+        }
+
     def _require_manifest(self, run_id: str, iteration: int, stage: str) -> Manifest:
         manifest = self.manifest(run_id, iteration, stage)
         if manifest is None:

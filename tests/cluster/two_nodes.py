@@ -322,12 +322,7 @@ def lost_node(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     report["run"]["stderr"] = err_path.read_text(errors="replace")[-8000:]
     store = ArtifactStore(spec["root"])
     run_id = spec["run_id"]
-    report["committed_after_failure"] = [
-        [it, stage]
-        for it in store.list_iterations(run_id)
-        for stage in store.list_stages(run_id, it)
-        if store.manifest(run_id, it, stage) is not None
-    ]
+    report["committed_after_failure"] = [[it, stage] for it, stage in store.committed(run_id)]
     report["ours_left_of_the_run"] = [  # its actors died with it, its embedded servers with its session
         f"{p['pid']} {p['args'][:200]}" for p in _processes() if p["sid"] == proc.pid
     ]

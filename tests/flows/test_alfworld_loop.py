@@ -39,12 +39,7 @@ def test_alfworld_preset_runs_every_stage(flow_env: FlowEnv) -> None:
         "run", "--preset", "alfworld", *TINY, *tasks_files, *flow_env.settings(root), "--run-id", "alfw"
     )
     store = ArtifactStore(str(root))
-    done = {
-        (it, stage)
-        for it in store.list_iterations("alfw")
-        for stage in store.list_stages("alfw", it)
-        if store.manifest("alfw", it, stage) is not None
-    }
+    done = set(store.committed("alfw"))
     # Set-up stages and the baseline evaluation at iteration 0, then one iteration.
     assert done == planned(store, "alfw")
     assert {s for it, s in done if it == 1} == set(ITERATION)

@@ -26,13 +26,7 @@ ONE_ITERATION = ["--preset", "test", "--set", "iterations=1"]
 
 def in_use(store: ArtifactStore, run_id: str) -> dict[tuple[int, str], tuple[int, str]]:
     """(iteration, stage) → (attempt in use, content key)."""
-    out = {}
-    for it in store.list_iterations(run_id):
-        for stage in store.list_stages(run_id, it):
-            manifest = store.manifest(run_id, it, stage)
-            if manifest is not None:
-                out[(it, stage)] = (manifest.attempt, manifest.content_key)
-    return out
+    return {where: (m.attempt, m.content_key) for where, m in store.committed(run_id).items()}
 
 
 @pytest.mark.slow  # four runs, ~130 s: the default suite's 15-minute budget (README, Tests)

@@ -22,23 +22,11 @@ TEST_RUN = ["--preset", "test"]
 
 def attempts_in_use(store: ArtifactStore, run_id: str) -> dict[tuple[int, str], int]:
     """(iteration, stage) → attempt in use, for every committed stage of a run."""
-    out = {}
-    for it in store.list_iterations(run_id):
-        for stage in store.list_stages(run_id, it):
-            manifest = store.manifest(run_id, it, stage)
-            if manifest is not None:
-                out[(it, stage)] = manifest.attempt
-    return out
+    return {where: manifest.attempt for where, manifest in store.committed(run_id).items()}
 
 
 def content_keys(store: ArtifactStore, run_id: str) -> dict[tuple[int, str], str]:
-    out = {}
-    for it in store.list_iterations(run_id):
-        for stage in store.list_stages(run_id, it):
-            manifest = store.manifest(run_id, it, stage)
-            if manifest is not None:
-                out[(it, stage)] = manifest.content_key
-    return out
+    return {where: manifest.content_key for where, manifest in store.committed(run_id).items()}
 
 
 def attempt_dirs(root: Path, run_id: str) -> set[str]:

@@ -93,23 +93,17 @@ def test_each_stage_slice_equals_the_old_one_where_its_section_is_unchanged() ->
 
 def _manifests(store: ArtifactStore, run_id: str) -> list[dict[str, Any]]:
     """The fixture's manifest summary (make_fixture.py) of a run, made by today's code."""
-    producers = {
-        store.manifest(run_id, it, stage).content_key: f"{it}/{stage}"  # type: ignore[union-attr]
-        for it in store.list_iterations(run_id)
-        for stage in store.list_stages(run_id, it)
-    }
-    rows = []
-    for it in store.list_iterations(run_id):
-        for stage in sorted(store.list_stages(run_id, it)):
-            m = store.manifest(run_id, it, stage)
-            assert m is not None
-            rows.append({
-                "iteration": it, "stage": stage, "attempt": m.attempt, "content_key": m.content_key,
-                "inputs": {k: producers.get(v, v) for k, v in sorted(m.inputs.items())},
-                "metrics": {k: v for k, v in sorted(m.extra["metrics"].items()) if not k.startswith("timing_s/")},
-                "files": sorted(e.path for e in m.artifacts),
-            })  # fmt: skip
-    return rows
+    committed = store.committed(run_id)
+    producers = {m.content_key: f"{it}/{stage}" for (it, stage), m in committed.items()}
+    return [
+        {
+            "iteration": it, "stage": stage, "attempt": m.attempt, "content_key": m.content_key,
+            "inputs": {k: producers.get(v, v) for k, v in sorted(m.inputs.items())},
+            "metrics": {k: v for k, v in sorted(m.extra["metrics"].items()) if not k.startswith("timing_s/")},
+            "files": sorted(e.path for e in m.artifacts),
+        }
+        for (it, stage), m in committed.items()
+    ]  # fmt: skip
 
 
 def _wall_clock(metric: str) -> bool:

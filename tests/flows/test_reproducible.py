@@ -19,14 +19,11 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {"executions": ("wall_s",)}
 
 def parquet_artifacts(store: ArtifactStore, run_id: str) -> dict[tuple[int, str, str], bytes]:
     """(iteration, stage, frame) → the bytes of every frame of every attempt in use."""
-    out = {}
-    for it in store.list_iterations(run_id):
-        for stage in store.list_stages(run_id, it):
-            manifest = store.manifest(run_id, it, stage)
-            assert manifest is not None, (it, stage)
-            for name in manifest.frames:
-                out[(it, stage, name)] = store.read_file(run_id, it, stage, f"{name}.parquet")
-    return out
+    return {
+        (it, stage, name): store.read_file(run_id, it, stage, f"{name}.parquet")
+        for (it, stage), manifest in store.committed(run_id).items()
+        for name in manifest.frames
+    }
 
 
 @pytest.mark.slow

@@ -26,12 +26,7 @@ TINY = ["--set", "iterations=1", "--set", "rollout.tasks_per_iter=2", "--set", "
 
 
 def committed(store: ArtifactStore, run_id: str) -> set[tuple[int, str]]:
-    return {
-        (it, stage)
-        for it in store.list_iterations(run_id)
-        for stage in store.list_stages(run_id, it)
-        if store.manifest(run_id, it, stage) is not None
-    }
+    return set(store.committed(run_id))
 
 
 def test_one_coding_iteration_without_rewrite_targets(flow_env: FlowEnv) -> None:

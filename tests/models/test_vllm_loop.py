@@ -109,16 +109,6 @@ def _servers(marker: str) -> list[int]:
     return pids
 
 
-def _manifests(store: ArtifactStore, run_id: str) -> dict[tuple[int, str], Any]:
-    out = {}
-    for it in store.list_iterations(run_id):
-        for stage in store.list_stages(run_id, it):
-            manifest = store.manifest(run_id, it, stage)
-            if manifest is not None:
-                out[(it, stage)] = manifest
-    return out
-
-
 def _checkpoint(store: ArtifactStore, run_id: str, manifests: dict[tuple[int, str], Any], key: str) -> Path:
     """The directory of the policy checkpoint written by the stage whose content key is ``key``."""
     (it, stage), m = next(((k, m) for k, m in manifests.items() if m.content_key == key))
@@ -190,7 +180,7 @@ def test_each_stage_serves_its_own_checkpoint_on_every_replica(
     assert not list(runtime.glob(f"{KIND}-*.json")), "a server pidfile was left behind"
 
     store = ArtifactStore(str(root))
-    manifests = _manifests(store, "served")
+    manifests = store.committed("served")
     # Every replica of every generating stage served exactly the stage's input checkpoint, named by the
     # producer's key + role (a replica that served another checkpoint fails its stage: check_served).
     stages = {

@@ -304,6 +304,34 @@ def test_run_info_and_listings(store: ArtifactStore, sample_frame: FrameFactory)
     assert store.read_run_info("run-b").config_hash == "h3"
 
 
+def test_committed_lists_the_attempts_in_use_only(store: ArtifactStore, sample_frame: FrameFactory) -> None:
+    """A committed stage, a stage re-run (attempt 2 in use), an uncommitted one and an invalidated one."""
+    store.write_run_info("run-c", config={}, config_hash="h", code_version="c")
+    for iteration, stage, key in [
+        (0, "bootstrap", "a"),
+        (1, "rollout", "b"),
+        (1, "rollout", "c"),
+        (1, "judge", "d"),
+    ]:
+        with store.begin("run-c", iteration, stage) as writer:
+            writer.write_frame("eval", sample_frame("eval"))
+            writer.commit(key, inputs={})
+    with pytest.raises(RuntimeError), store.begin("run-c", 2, "rollout") as writer:
+        writer.write_frame("eval", sample_frame("eval"))
+        raise RuntimeError("crashed before its commit")
+    store.invalidate("run-c", 1, "judge")
+
+    everything = store.committed("run-c")
+    assert {where: (m.attempt, m.stage_key) for where, m in everything.items()} == {
+        (0, "bootstrap"): (1, "a"),
+        (1, "rollout"): (2, "c"),
+    }
+    assert list(store.committed("run-c", 1)) == [(1, "rollout")]
+    assert store.committed("run-c", 2) == {} == store.committed("run-c", 7)
+    with pytest.raises(RunNotFoundError):
+        store.committed("no-such-run")
+
+
 def test_content_key_depends_only_on_content(store: ArtifactStore, sample_frame: FrameFactory) -> None:
     keys = []
     for stage in ("a", "b"):
