@@ -57,8 +57,10 @@ def _guard(fn: Callable[[], T]) -> T:
             raise
         _fail(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
     except signals.Terminated:
+        signals.bound_shutdown(143)
         _fail("terminated (SIGTERM); `rla resume RUN_ID` continues where it stopped", code=143)
     except KeyboardInterrupt:
+        signals.bound_shutdown(130)
         _fail("interrupted; `rla resume RUN_ID` continues where it stopped", code=130)
     except Exception as exc:
         if os.environ.get("RLA_DEBUG"):
