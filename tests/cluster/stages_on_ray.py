@@ -30,15 +30,10 @@ REPLAYED = (StageName.ROLLOUT, StageName.JUDGE, StageName.EVALUATE)
 
 def committed_refs(store: ArtifactStore, run_id: str) -> dict[str, StageRef]:
     """Every attempt in use of the run, by content key (how manifests name their inputs)."""
-    refs = {}
-    for it in store.list_iterations(run_id):
-        for name in store.list_stages(run_id, it):
-            manifest = store.manifest(run_id, it, name)
-            if manifest is not None:
-                refs[manifest.content_key] = StageRef(
-                    run_id, it, name, manifest.attempt, manifest.content_key, {}
-                )
-    return refs
+    return {
+        m.content_key: StageRef(run_id, it, name, m.attempt, m.content_key, {})
+        for (it, name), m in store.committed(run_id).items()
+    }
 
 
 def main() -> None:
