@@ -21,18 +21,18 @@ import ray
 from flows.runs import load_run_config
 from rla_core.config import build_config
 from rla_core.stage_inputs import StageName
-from rla_core.store import ArtifactStore
+from rla_core.store import ArtifactStore, Manifest
 from tasks.context import RunContext
 from tasks.stage import STAGES, StageContext, StageRef, all_stages, stage_seed
 
 REPLAYED = (StageName.ROLLOUT, StageName.JUDGE, StageName.EVALUATE)
 
 
-def committed_refs(store: ArtifactStore, run_id: str) -> dict[str, StageRef]:
+def committed_refs(run_id: str, manifests: dict[tuple[int, str], Manifest]) -> dict[str, StageRef]:
     """Every attempt in use of the run, by content key (how manifests name their inputs)."""
     return {
         m.content_key: StageRef(run_id, it, name, m.attempt, m.content_key, {})
-        for (it, name), m in store.committed(run_id).items()
+        for (it, name), m in manifests.items()
     }
 
 
@@ -41,7 +41,8 @@ def main() -> None:
     it = int(iteration)
     store = ArtifactStore(root)
     base = load_run_config(store, run_id)
-    refs = committed_refs(store, run_id)
+    manifests = store.committed(run_id)  # read once: the replayed stages' manifests and their inputs
+    refs = committed_refs(run_id, manifests)
     all_stages()
     ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
     address = ray.get_runtime_context().gcs_address
@@ -53,8 +54,7 @@ def main() -> None:
         )
         scratch = ArtifactStore(str(Path(out) / f"workers-{workers}"))
         for name in REPLAYED:
-            stage, committed = STAGES[name], store.manifest(run_id, it, name)
-            assert committed is not None, (it, name)
+            stage, committed = STAGES[name], manifests[(it, name)]
             inputs = {k: refs[key] for k, key in committed.inputs.items()}
             with scratch.begin(run_id, it, name) as writer:
                 ctx = StageContext(

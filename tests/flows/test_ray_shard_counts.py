@@ -30,8 +30,7 @@ def test_rollout_judge_and_evaluate_on_1_and_2_shards_equal_the_local_run(
     """The local base run's iteration-2 rollout, judge and evaluate stage bodies, replayed on one embedded
     Ray with 1 and with 2 shards (tests/cluster/stages_on_ray.py: each body with its committed inputs,
     committed into a scratch store), write every frame byte for byte like the local run (3 shards:
-    tests/flows/test_ray_runs.py). Default suite, as issue 27 asks: 37 s call in make test-slow on
-    2026-12-04 (15.7 s more when it builds the suite's base run first)."""
+    tests/flows/test_ray_runs.py). In the default suite, as issue 27 asks."""
     base_root, run_id = base_run
     work = flow_env.base / "ray-replayed"
     argv = [
