@@ -815,15 +815,34 @@ def hash_jsonable(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    node = data
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override '{dotted}': '{part}' is a value, not a section")
-        node = child
-    node[parts[-1]] = value
+def _dotted_dict(dotted: str, value: Any) -> dict[str, Any]:
+    """``{"a": {"b": value}}`` for ``"a.b"``."""
+    *parents, leaf = dotted.split(".")
+    out: dict[str, Any] = {leaf: value}
+    for part in reversed(parents):
+        out = {part: out}
+    return out
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``data`` with each ``key=value`` override merged in, in order, key by key (a new dict).
+
+    A section given as a mapping (``--set rollout.sampling='{temperature: 0.5}'``) changes the keys it
+    names and keeps the others, as a file's section does.
+
+    >>> apply_overrides({"judge": {"m": 3}}, ["judge.sampling={top_p: 0.9}", "seed=7"])
+    {'judge': {'m': 3, 'sampling': {'top_p': 0.9}}, 'seed': 7}
+    """
+    out = dict(data)
+    for text in overrides:
+        key, value = parse_override(text)
+        node: Any = out
+        for part in key.split(".")[:-1]:
+            node = node.get(part, {}) if isinstance(node, dict) else node
+            if not isinstance(node, dict):
+                raise ConfigError(f"override '{key}': '{part}' is a value, not a section")
+        out = merge_config(RunConfig, out, _dotted_dict(key, value))
+    return out
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -959,13 +978,8 @@ def resolve_config(
     layers = [(f"preset {base_name}", preset_dict(base_name))]
     if path is not None:
         layers.append((f"file {path}", file_data))
-    data = merge_config(RunConfig, layers[0][1], file_data)
-    named: dict[str, Any] = {}
-    for text in overrides:
-        key, value = parse_override(text)
-        _set_dotted(data, key, value)
-        _set_dotted(named, key, value)
-    layers.append(("--set", named))
+    data = apply_overrides(merge_config(RunConfig, layers[0][1], file_data), overrides)
+    layers.append(("--set", apply_overrides({}, overrides)))
     cfg = build_config(data)
     origins = {key: "default" for key, _ in config_leaves(RunConfig, embedded_defaults())}
     derived = setting_defaults(cfg.setting)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,3 +118,16 @@ def test_per_setting_defaults_only_list_what_the_setting_changes(setting: Settin
     derived = config_leaves(RunConfig, setting_defaults(setting))
     assert [key for key, value in derived if embedded[key] == value] == []
     assert {key for key, _ in derived} <= embedded.keys()
+
+
+def test_a_section_given_as_a_mapping_changes_only_the_keys_it_names(tmp_path: Path) -> None:
+    # --set of a whole section and a file's section both merge key by key into the preset's values.
+    cfg = load_config(preset="coding", overrides=["rollout.sampling={temperature: 0.5}"])
+    assert (cfg.rollout.sampling.temperature, cfg.rollout.sampling.max_new_tokens) == (0.5, 96)
+    night = tmp_path / "night.yaml"
+    night.write_text("preset: coding\ntraining: {policy: {lr: 0.001}}\n", encoding="utf-8")
+    cfg = load_config(night)
+    assert (cfg.training.policy.lr, cfg.training.policy.update_per_step) == (1e-3, 2)
+    # A mapping-valued leaf is one key: a later layer replaces it whole.
+    cfg = load_config(overrides=["cluster.resources={a: 1}", "cluster.resources={b: 2}"])
+    assert cfg.cluster.resources == {"b": 2.0}
