@@ -488,6 +488,9 @@ class RolloutRequest:
     episodes: tuple[tuple[str, int], ...] | None = None
     # Where a coding rollout's sandboxed GT executions run (speed only); None: in this process.
     cluster: ClusterConfig | None = None
+    # Replays of an episode whose environment failed (``rollout.env_retries``; the stages pass it): 0 here,
+    # so a caller that plays episodes for another purpose (demonstrations, tests) sees every failure.
+    env_retries: int = 0
 
     def episode_keys(self) -> list[tuple[str, int]]:
         """The episodes this request plays, in canonical order: task order, then rollout id."""
