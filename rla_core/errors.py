@@ -58,6 +58,10 @@ class BrowserError(RlaError):
     """A headless browser (GUI setting) could not be started, or a call to it failed or timed out."""
 
 
+class BrowserTimeoutError(BrowserError):
+    """A call to a headless browser exceeded its timeout (the browser was killed)."""
+
+
 class BrowserStartError(BrowserError):
     """A headless browser could not be started at all (missing or broken binary, driver mismatch)."""
 

@@ -300,6 +300,13 @@ class RolloutSteps(Slice):
     max_steps: int
 
 
+class RolloutEnvErrors(Slice):
+    """How episodes whose environment failed are replayed and bounded (``rollout.env_retries``, ``rollout.max_env_error_share``)."""
+
+    env_retries: int
+    max_env_error_share: float
+
+
 class JudgeVotes(Slice):
     m: int
 
@@ -387,6 +394,7 @@ class EvaluateInputs(_PlaysEpisodes):
     threads: int
     cluster: ClusterConfig
     evaluation: EvalConfig
+    rollout: RolloutEnvErrors  # evaluation replays and bounds env_error episodes as the rollouts do
     models: PolicyModels
     textgame: TextGameEval | None
     coding: CodingEval | None
