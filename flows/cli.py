@@ -64,7 +64,9 @@ def _guard(fn: Callable[[], T]) -> T:
     except KeyboardInterrupt:
         signals.bound_shutdown(130)
         _fail("interrupted; `rla resume RUN_ID` continues where it stopped", code=130)
-    except Exception as exc:
+    except (
+        Exception
+    ) as exc:  # kept broad: the last guard of the process, it turns a bug into one line and exit 1
         if os.environ.get("RLA_DEBUG"):
             raise
         first = str(exc).splitlines()[0] if str(exc) else ""

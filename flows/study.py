@@ -30,6 +30,7 @@ from typing import Any
 import polars as pl
 
 from flows.runs import find_frame, require_run
+from rla_core.algo.episodes import is_env_error, played
 from rla_core.algo.metrics import clean_wins
 from rla_core.algo.stats import (
     MIN_SEEDS_TO_LEARN,
@@ -259,7 +260,7 @@ def run_metrics(store: ArtifactStore, run_id: str) -> pl.DataFrame:
         if "tasks" in manifest.frames:
             registry_iterations.append(it)
         if "eval" in manifest.frames:
-            evals = store.read_frame(run_id, it, stage, "eval")
+            evals = played(store.read_frame(run_id, it, stage, "eval"))  # won and lost episodes only
             if evals.height:
                 rows.append((it, EVAL_EPISODES, float(evals.height)))
                 won = {SUCCESS: evals["outcome"] > 0, CLEAN: clean_wins(evals)}
@@ -575,8 +576,9 @@ def read_eval(store: ArtifactStore, run_id: str, iteration: int) -> pl.DataFrame
     return None
 
 
-def episode_wins(evals: pl.DataFrame, *, where: str) -> dict[tuple[str, int], int]:
-    """(task_id, rollout_id) → 1 if the episode was won (outcome > 0), else 0; ArtifactError on duplicates."""
+def episode_wins(evals: pl.DataFrame, *, where: str) -> dict[tuple[str, int], int | None]:
+    """(task_id, rollout_id) → 1 if the episode was won (outcome > 0), else 0, and None when its environment
+    failed (env_error: no outcome, docs/environment-errors.md); ArtifactError on duplicates."""
     duplicated = int(evals.select(EVAL_KEY).is_duplicated().sum())
     if duplicated:
         raise ArtifactError(
@@ -584,21 +586,24 @@ def episode_wins(evals: pl.DataFrame, *, where: str) -> dict[tuple[str, int], in
             "cannot be paired with another arm's; re-run that evaluation (`rla resume RUN_ID --from-stage "
             "evaluate --iteration N`)"
         )
-    won = (evals["outcome"] > 0).cast(pl.Int64).to_list()
+    won = evals.select(
+        pl.when(is_env_error(evals)).then(None).otherwise((pl.col("outcome") > 0).cast(pl.Int64)).alias("won")
+    )["won"].to_list()
     keys = zip(evals["task_id"].to_list(), evals["rollout_id"].to_list(), strict=True)
     return dict(zip(keys, won, strict=True))
 
 
 def episode_differences(
-    arm: dict[tuple[str, int], int],
-    baseline: dict[tuple[str, int], int],
+    arm: dict[tuple[str, int], int | None],
+    baseline: dict[tuple[str, int], int | None],
     *,
     arm_where: str,
     baseline_where: str,
 ) -> list[float]:
     """Per episode, win(arm) − win(baseline), in (task_id, rollout_id) order; the two must hold the same episodes.
 
-    ArtifactError when either holds an episode the other lacks (counts and an example of each).
+    An episode in env_error (None) in either run is dropped from both. ArtifactError when either holds an
+    episode the other lacks (counts and an example of each).
     """
     only_arm, only_baseline = sorted(arm.keys() - baseline.keys()), sorted(baseline.keys() - arm.keys())
     if only_arm or only_baseline:
@@ -612,7 +617,12 @@ def episode_differences(
             f"{example(only_baseline)}; the runs of one seed must evaluate the same held-out tasks with the "
             "same evaluation settings (the study's base config), so that they play the same episodes"
         )
-    return [float(arm[k] - baseline[k]) for k in sorted(arm)]
+    out = []
+    for k in sorted(arm):
+        a, b = arm[k], baseline[k]
+        if a is not None and b is not None:
+            out.append(float(a - b))
+    return out
 
 
 def paired_comparisons(
@@ -629,9 +639,9 @@ def paired_comparisons(
     did not play the same episodes.
     """
     by_key = {(s.arm, s.seed): s for s in seeds}
-    wins_of: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
+    wins_of: dict[tuple[str, int], dict[tuple[str, int], int | None]] = {}
 
-    def wins(s: SeedResult) -> dict[tuple[str, int], int]:
+    def wins(s: SeedResult) -> dict[tuple[str, int], int | None]:
         key = (s.run_id, s.last_iteration)
         if key not in wins_of:
             assert episodes is not None

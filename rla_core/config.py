@@ -387,6 +387,24 @@ class RolloutConfig(_Section):
             "Evaluation always uses the fallback, so held-out numbers stay comparable."
         ),
     )
+    env_retries: int = Field(
+        2,
+        ge=0,
+        description=(
+            "Replays of an episode whose environment failed (env_error: a desktop, browser or sandbox died), "
+            "on a fresh environment with the same seeds; rollout and evaluate stages. It changes which "
+            "attempts are kept, so it is part of their stage keys (docs/environment-errors.md)."
+        ),
+    )
+    max_env_error_share: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "If more than this share of a rollout or evaluate stage's episodes is still env_error after the "
+            "retries, the stage fails loudly (not committed; `rla resume` plays it again)."
+        ),
+    )
 
 
 class JudgeConfig(_Section):

@@ -58,6 +58,10 @@ class BrowserError(RlaError):
     """A headless browser (GUI setting) could not be started, or a call to it failed or timed out."""
 
 
+class BrowserTimeoutError(BrowserError):
+    """A call to a headless browser exceeded its timeout (the browser was killed)."""
+
+
 class BrowserStartError(BrowserError):
     """A headless browser could not be started at all (missing or broken binary, driver mismatch)."""
 
@@ -68,3 +72,21 @@ class ProcessError(RlaError):
 
 class ClusterError(RlaError):
     """A Ray cluster could not be reached, had too few resources, or lost a shard with its worker or node."""
+
+
+class EnvironmentFault(RlaError):
+    """Our machinery failed inside one episode (a desktop, X server, browser or sandbox died or hung).
+
+    Raised by an environment's episode; the rollout runner records the episode as ``env_error`` with
+    ``kind`` (a :class:`~rla_core.envs.base.EnvErrorKind` value) and this one-line message, and replays it
+    on a fresh environment (docs/environment-errors.md). Never raised for what the policy did.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = str(kind)
+        self.message = " ".join(message.split())[:500]  # one line, bounded
+
+
+class EnvErrorShareError(RlaError):
+    """Too many episodes of a stage ended in ``env_error`` after their retries: the cluster is broken."""

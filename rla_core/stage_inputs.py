@@ -300,6 +300,13 @@ class RolloutSteps(Slice):
     max_steps: int
 
 
+class RolloutEnvErrors(Slice):
+    """How episodes whose environment failed are replayed and bounded (``rollout.env_retries``, ``rollout.max_env_error_share``)."""
+
+    env_retries: int
+    max_env_error_share: float
+
+
 class JudgeVotes(Slice):
     m: int
 
@@ -387,6 +394,7 @@ class EvaluateInputs(_PlaysEpisodes):
     threads: int
     cluster: ClusterConfig
     evaluation: EvalConfig
+    rollout: RolloutEnvErrors  # evaluation replays and bounds env_error episodes as the rollouts do
     models: PolicyModels
     textgame: TextGameEval | None
     coding: CodingEval | None
@@ -488,6 +496,9 @@ class RolloutRequest:
     episodes: tuple[tuple[str, int], ...] | None = None
     # Where a coding rollout's sandboxed GT executions run (speed only); None: in this process.
     cluster: ClusterConfig | None = None
+    # Replays of an episode whose environment failed (``rollout.env_retries``; the stages pass it): 0 here,
+    # so a caller that plays episodes for another purpose (demonstrations, tests) sees every failure.
+    env_retries: int = 0
 
     def episode_keys(self) -> list[tuple[str, int]]:
         """The episodes this request plays, in canonical order: task order, then rollout id."""

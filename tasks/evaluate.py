@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
+from rla_core.algo.episodes import check_env_error_share
 from rla_core.algo.metrics import eval_metrics, eval_rows
 from rla_core.models.serving import served_name
 from rla_core.settings import adapter_for, file_digest
@@ -38,6 +39,22 @@ def evaluate_checkpoint(
     """Play the held-out tasks with a policy checkpoint; artifact 'eval' (one row per episode).
 
     ``served_as``: the vLLM served name (a stage passes its input's content key + role)."""
+    return evaluate_frames(
+        inputs, policy_dir, tasks_file=tasks_file, iteration=iteration, seed=seed, served_as=served_as
+    )["eval"]
+
+
+def evaluate_frames(
+    inputs: EvaluateInputs,
+    policy_dir: Path,
+    *,
+    tasks_file: str | Path | None,
+    iteration: int,
+    seed: int = 0,
+    served_as: str | None = None,
+) -> dict[str, pl.DataFrame]:
+    """'eval' and, when an attempt failed, 'env_errors' of :func:`evaluate_checkpoint`; fails with
+    EnvErrorShareError when more than ``rollout.max_env_error_share`` of the episodes stay env_error."""
     from rla_core.cluster import play_episodes
     from rla_core.models.generator import GeneratorSpec
 
@@ -52,7 +69,7 @@ def evaluate_checkpoint(
             tasks=tuple(adapter.eval_tasks(inputs, tasks_file)), n=inputs.evaluation.rollouts_per_task,
             max_steps=inputs.evaluation.max_steps, sampling=inputs.evaluation.sampling, seed=seed,
             iteration=iteration, history_turns=inputs.models.history_turns, images=images, env=inputs.env(),
-            workdir=workdir,
+            workdir=workdir, env_retries=inputs.rollout.env_retries,
         )  # fmt: skip
         generator = GeneratorSpec(
             checkpoint=policy_dir,
@@ -62,15 +79,22 @@ def evaluate_checkpoint(
             threads=inputs.threads,
         )
         frames = play_episodes(request, setting=inputs.setting, generator=generator, cluster=inputs.cluster)
-    return eval_rows(frames["rollouts"], iteration=iteration)
+    share = inputs.rollout.max_env_error_share
+    check_env_error_share(frames["rollouts"], max_share=share, where=f"evaluate, iteration {iteration}")
+    out = {"eval": eval_rows(frames["rollouts"], iteration=iteration)}
+    if "env_errors" in frames:
+        out["env_errors"] = frames["env_errors"]
+    return out
 
 
 @stage(StageName.EVALUATE, inputs=EvaluateInputs, key_extra=lambda i: file_digest(i.task_file()))
 def evaluate(ctx: StageContext[EvaluateInputs], *, policy: StageRef) -> dict[str, float]:
-    """Write 'eval' (played with :func:`eval_seed`, not the stage's per-iteration seed)."""
-    evals = evaluate_checkpoint(
+    """Write 'eval' (played with :func:`eval_seed`, not the stage's per-iteration seed), and 'env_errors'
+    when an attempt failed."""
+    frames = evaluate_frames(
         ctx.inputs, ctx.checkpoint(policy, Role.POLICY), tasks_file=None, iteration=ctx.iteration,
         seed=eval_seed(ctx.run_seed), served_as=served_name(policy.content_key, Role.POLICY),
     )  # fmt: skip
-    ctx.writer.write_frame("eval", evals)
-    return eval_metrics(evals)
+    for name, frame in frames.items():
+        ctx.writer.write_frame(name, frame)
+    return eval_metrics(frames["eval"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rla_core.algo.episodes import played
 from rla_core.algo.metrics import judgment_metrics
 from rla_core.cluster import judge_rollouts
 from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy
@@ -15,7 +16,7 @@ def judge(ctx: StageContext[JudgeInputs], *, rollouts: StageRef, reward_model: S
     """Write 'judgments': m parsed judgments per rollout step (unparsable → null score + reason)."""
     cfg = ctx.inputs
     adapter = adapter_for(cfg.setting)
-    steps = ctx.read(rollouts, "rollouts")
+    steps = played(ctx.read(rollouts, "rollouts"))  # env_error episodes are not judged (no outcome)
     judgments = judge_rollouts(
         steps, generator=ctx.generator_spec(reward_model, Role.REWARD, models=cfg.models, threads=cfg.threads),
         cluster=cfg.cluster, m=cfg.judge.m, sampling=cfg.judge.sampling, seed=ctx.seed, iteration=ctx.iteration,

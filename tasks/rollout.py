@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rla_core.algo.curriculum import tasks_to_play
+from rla_core.algo.episodes import check_env_error_share
 from rla_core.algo.metrics import rollout_metrics
 from rla_core.algo.registry import TaskRegistry
 from rla_core.cluster import play_episodes
@@ -13,7 +14,7 @@ from tasks.stage import StageContext, StageRef, stage
 
 @stage(StageName.ROLLOUT, inputs=RolloutInputs)
 def rollout(ctx: StageContext[RolloutInputs], *, tasks: StageRef, policy: StageRef) -> dict[str, float]:
-    """Write 'rollouts' (and, for coding, the GT 'executions')."""
+    """Write 'rollouts' (and, for coding, the GT 'executions'; 'env_errors' when an attempt failed)."""
     cfg = ctx.inputs
     registry = TaskRegistry.from_events(ctx.read(tasks, "tasks"))
     workdir = ctx.scratch()
@@ -22,10 +23,15 @@ def rollout(ctx: StageContext[RolloutInputs], *, tasks: StageRef, policy: StageR
         n=cfg.rollout.rollouts_per_task, max_steps=cfg.rollout.max_steps, sampling=cfg.rollout.sampling,
         seed=ctx.seed, iteration=ctx.iteration, history_turns=cfg.models.history_turns,
         invalid_action=cfg.rollout.invalid_action, images=cfg.models.images.policy, env=cfg.env(),
-        workdir=workdir,
+        workdir=workdir, env_retries=cfg.rollout.env_retries,
     )  # fmt: skip
     generator = ctx.generator_spec(policy, Role.POLICY, models=cfg.models, threads=cfg.threads)
     frames = play_episodes(request, setting=cfg.setting, generator=generator, cluster=cfg.cluster)
+    check_env_error_share(
+        frames["rollouts"],
+        max_share=cfg.rollout.max_env_error_share,
+        where=f"rollout, iteration {ctx.iteration}",
+    )
     for name, frame in frames.items():
         ctx.writer.write_frame(name, frame)
     if (workdir / SIDE_FILES).is_dir():  # e.g. GUI screenshots named by rollouts.observation_ref

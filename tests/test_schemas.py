@@ -65,14 +65,17 @@ def test_validate_lists_missing_extra_and_mistyped() -> None:
             "rollout_id": [0],
             "outcome": ["won"],  # mistyped: String instead of Float64
             "surprise": [True],  # extra
-            # missing: steps, invalid_actions
+            # missing: steps, invalid_actions and the episode status columns
         }
     )
     with pytest.raises(SchemaError) as err:
         validate("eval", df, where="unit-test")
     message = str(err.value)
     assert "artifact 'eval' at unit-test does not match schema v1" in message
-    assert "missing columns ['steps', 'invalid_actions']" in message
+    assert (
+        "missing columns ['steps', 'invalid_actions', 'status', 'error_kind', 'error_message', 'attempt']"
+        in message
+    )
     assert "extra columns ['surprise']" in message
     assert "task_id is Int64, expected String" in message
     assert "outcome is String, expected Float64" in message
@@ -87,11 +90,15 @@ def test_validate_casts_numeric_width_and_all_null() -> None:
             "outcome": [1],  # Int64 → Float64: integers widen to floats
             "steps": [3],
             "invalid_actions": pl.Series([None], dtype=pl.Null),  # all-null → Int64
+            "status": ["won"],
+            "error_kind": [None],  # all-null → String
+            "error_message": [None],
+            "attempt": pl.Series([0], dtype=pl.Int32),
         }
     )
     back = validate("eval", df)
     assert back.schema == get_schema("eval").polars_schema
-    assert back.row(0) == (1, "t", 0, 1.0, 3, None)
+    assert back.row(0) == (1, "t", 0, 1.0, 3, None, "won", None, None, 0)
 
 
 def test_validate_refuses_float_to_int() -> None:
@@ -118,15 +125,17 @@ def test_fingerprint_changes_with_dtype() -> None:
 
 
 def test_a_stored_frame_written_before_an_added_column_reads_with_nulls() -> None:
-    """Rollouts written before ``next_observation_ref`` and ``images`` existed stay readable; a new frame
-    must have them."""
+    """Rollouts written before ``next_observation_ref``, ``images`` and the episode status existed stay
+    readable; a new frame must have them."""
     schema = get_schema("rollouts")
-    assert schema.added == ("next_observation_ref", "images")
-    old = empty_frame("rollouts").drop("next_observation_ref", "images")
+    status = ("status", "error_kind", "error_message", "attempt")
+    assert schema.added == ("next_observation_ref", "images", *status)
+    old = empty_frame("rollouts").drop("next_observation_ref", "images", *status)
     old = pl.concat([old, pl.DataFrame([{c: None for c in old.columns}], schema=old.schema)])
     back = validate("rollouts", old, written_before=True)
     assert back.columns == list(schema.columns)
     assert back["next_observation_ref"].to_list() == [None] and back["images"].to_list() == [None]
     assert back.schema["images"] == pl.List(pl.String)
-    with pytest.raises(SchemaError, match=r"missing columns \['images', 'next_observation_ref'\]"):
+    assert back.select(status).row(0) == (None, None, None, None)
+    with pytest.raises(SchemaError, match=r"missing columns \['images', 'next_observation_ref', 'status'"):
         validate("rollouts", old)

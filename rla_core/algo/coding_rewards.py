@@ -30,13 +30,16 @@ from collections.abc import Collection
 
 import polars as pl
 
+from rla_core.algo.episodes import EpisodeStatus, played
 from rla_core.algo.labels import band_expr, group_normalize, require_columns
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
+from rla_core.sandbox.runner import ErrorKind
 from rla_core.schemas import images_column, validate
 
 GT = "gt"
 GENERATED = "generated"
+SANDBOX_ERROR = ErrorKind.SANDBOX.value  # executions.error_kind of a run whose sandbox died (ours)
 # Reference `llm_rl_reward.py` L146-157: a response with at least (limit - 5) tokens is truncated.
 TRUNCATION_MARGIN_TOKENS = 5
 
@@ -64,6 +67,7 @@ def code_table(
     """
     where = "code_table"
     require_columns(rollouts, ["task_id", "rollout_id"], frame="rollouts", where=where)
+    rollouts = played(rollouts)  # a program whose sandbox died is not the policy's: no row here
     require_columns(
         executions,
         ["task_id", "rollout_id", "test_kind", "test_idx", "passed"],
@@ -139,15 +143,31 @@ def score_programs(rollouts: pl.DataFrame, executions: pl.DataFrame) -> pl.DataF
     codes = code_table(rollouts, executions).select(
         "task_id", "rollout_id", "pass_all", "pass_ratio", "n_gt_tests", "gt_passed"
     )
+    # A GT run whose sandbox died even after its retries (error_kind 'sandbox'): the program's outcome is
+    # unknown, so the rollout is env_error (null outcome and score), never a failure of the policy's.
+    broken = (
+        executions.filter((pl.col("test_kind") == GT) & (pl.col("error_kind") == SANDBOX_ERROR))
+        .group_by("task_id", "rollout_id")
+        .agg(_broken=pl.format("the sandbox died under GT test {}", pl.col("test_idx").min()))
+    )
+    err = pl.col("_broken").is_not_null()
     scored = (
         rollouts.with_row_index("_row")
-        .drop("outcome", "score", "next_observation")
+        .drop("outcome", "score", "next_observation", "status", "error_kind", "error_message", strict=False)
         .join(codes, on=["task_id", "rollout_id"], how="left")
+        .join(broken, on=["task_id", "rollout_id"], how="left")
         .sort("_row")
         .with_columns(
-            outcome=pl.when(pl.col("pass_all")).then(1.0).otherwise(-1.0),
-            score=pl.col("pass_ratio"),
+            outcome=pl.when(err).then(None).when(pl.col("pass_all")).then(1.0).otherwise(-1.0),
+            score=pl.when(err).then(None).otherwise(pl.col("pass_ratio")),
             next_observation=pl.format("passed {}/{} GT tests", pl.col("gt_passed"), pl.col("n_gt_tests")),
+            status=pl.when(err)
+            .then(pl.lit(EpisodeStatus.ENV_ERROR.value))
+            .when(pl.col("pass_all"))
+            .then(pl.lit(EpisodeStatus.WON.value))
+            .otherwise(pl.lit(EpisodeStatus.LOST.value)),
+            error_kind=pl.when(err).then(pl.lit(SANDBOX_ERROR)),
+            error_message=pl.col("_broken"),
         )
     )
     return validate("rollouts", scored.select(rollouts.columns), where="score_programs")

@@ -65,13 +65,17 @@ def decide_pending(
     no rollouts in ``acc`` (its episodes produced no rows) is rejected with reason
     :data:`NO_ROLLOUTS` and a null ``acc_after``: kept pending it would block its slot for good
     (no rewrite of a slot with a pending task), and without an accuracy it cannot be accepted. The
-    reference has no such case (every variant is played). Returns the updated registry (accept:
-    pending → active, old active → retired; reject: pending → rejected) and one 'decisions' row per
-    decided task with the rule's reason.
+    reference has no such case (every variant is played). A pending task whose rollouts all ended in
+    ``env_error`` (in ``acc`` with a null acc, :func:`~rla_core.algo.labels.task_accuracy`) is not
+    decided: our machinery failed, not the variant; it stays pending and is played again next step.
+    Returns the updated registry (accept: pending → active, old active → retired; reject: pending →
+    rejected) and one 'decisions' row per decided task with the rule's reason.
     """
     acc_by_task = dict(zip(acc["task_id"].to_list(), acc["acc"].to_list(), strict=True))
     rows: list[dict[str, Any]] = []
     for row in registry.pending().sort("slot_id").iter_rows(named=True):
+        if row["task_id"] in acc_by_task and acc_by_task[row["task_id"]] is None:
+            continue  # every episode was env_error: no accuracy, no decision
         new_acc = acc_by_task.get(row["task_id"])
         if new_acc is None:
             registry = registry.reject(row["task_id"], acc_after=None, iteration=iteration)
@@ -146,7 +150,9 @@ def rewrite_targets(
     snap = registry.snapshot()
     busy = set(snap.filter(pl.col("status") == Status.PENDING.value)["slot_id"].to_list())
     active = snap.filter((pl.col("status") == Status.ACTIVE.value) & (pl.col("accepted_iter") < iteration))
-    joined = active.join(acc.select("task_id", "acc"), on="task_id", how="inner").sort("slot_id")
+    # A task whose episodes were all env_error has no accuracy: nothing asks for a rewrite of it.
+    measured = acc.select("task_id", "acc").filter(pl.col("acc").is_not_null())
+    joined = active.join(measured, on="task_id", how="inner").sort("slot_id")
     out: list[RewriteTarget] = []
     for row in joined.iter_rows(named=True):
         goal = goal_from_acc(float(row["acc"]), cfg=cfg)

@@ -13,6 +13,10 @@ Pure, vectorised polars functions (spec §2.1, §2.2): rollouts and judgments in
 Unparsable judgments are null in ``judgments.score``. They count as 0 inside a mean taken over all
 ``m`` judgments (design §4).
 
+Episodes whose environment failed (status ``env_error``, :mod:`rla_core.algo.episodes`) are dropped first
+by every function here: they are not the policy's, so they enter no accuracy, no group of the policy's
+advantages and no reward-model consistency target, and the judgments of their steps are ignored.
+
 Example:
     >>> import polars as pl
     >>> from rla_core.config import RewardConfig
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from rla_core.algo.episodes import is_env_error, played
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
 from rla_core.schemas import images_column, validate
@@ -55,8 +60,9 @@ def require_columns(df: pl.DataFrame, columns: Sequence[str], *, frame: str, whe
 
 
 def _rollout_table(rollouts: pl.DataFrame, *, where: str) -> pl.DataFrame:
-    """One row per (task_id, rollout_id): outcome, pending, number of steps. Checks outcome is ±1."""
+    """One row per won or lost (task_id, rollout_id): outcome, pending, number of steps. Checks outcome is ±1."""
     require_columns(rollouts, ["task_id", "rollout_id", "step", "outcome"], frame="rollouts", where=where)
+    rollouts = played(rollouts)
     pending = pl.col("pending").any() if "pending" in rollouts.columns else pl.lit(False)
     per_rollout = rollouts.group_by("task_id", "rollout_id").agg(
         o_min=pl.col("outcome").min(),
@@ -96,19 +102,27 @@ def _task_table(rollouts: pl.DataFrame, *, where: str) -> pl.DataFrame:
 
 
 def task_accuracy(rollouts: pl.DataFrame) -> pl.DataFrame:
-    """Per-task success rate over its rollouts (spec §0 acc(q)).
+    """Per-task success rate over its won and lost rollouts (spec §0 acc(q)).
 
-    Reads ``rollouts.task_id, rollout_id, outcome`` (one outcome per rollout, +1 = success);
-    writes ``task_id, n_rollouts, acc`` sorted by task_id. A rollout whose steps disagree on the
-    outcome, or whose outcome is not ±1, raises :class:`ArtifactError`.
+    Reads ``rollouts.task_id, rollout_id, outcome`` (one outcome per rollout, +1 = success) and
+    ``status`` when present; writes ``task_id, n_rollouts, acc`` sorted by task_id. ``env_error``
+    rollouts do not count; a task all of whose rollouts are ``env_error`` has ``n_rollouts = 0`` and a
+    null ``acc`` (no accuracy: no decision, no rewrite). A rollout whose steps disagree on the outcome,
+    or whose outcome is not ±1, raises :class:`ArtifactError`.
 
     Example:
-        >>> df = pl.DataFrame({"task_id": ["a", "a", "a"], "rollout_id": [0, 0, 1],
-        ...                    "step": [0, 1, 0], "outcome": [1.0, 1.0, -1.0]})
+        >>> df = pl.DataFrame({"task_id": ["a", "a", "a", "b"], "rollout_id": [0, 0, 1, 0],
+        ...                    "step": [0, 1, 0, 0], "outcome": [1.0, 1.0, -1.0, None],
+        ...                    "status": ["won", "won", "lost", "env_error"]})
         >>> task_accuracy(df)["acc"].to_list()
-        [0.5]
+        [0.5, None]
     """
-    return _task_table(rollouts, where="task_accuracy").select("task_id", "n_rollouts", "acc")
+    acc = _task_table(rollouts, where="task_accuracy").select("task_id", "n_rollouts", "acc")
+    broken = rollouts.filter(is_env_error(rollouts)).select("task_id").unique()
+    only_errors = broken.join(acc, on="task_id", how="anti").with_columns(
+        n_rollouts=pl.lit(0, pl.UInt32), acc=pl.lit(None, pl.Float64)
+    )
+    return pl.concat([acc, only_errors.select(acc.columns)], how="vertical_relaxed").sort("task_id")
 
 
 def step_scores(rollouts: pl.DataFrame, judgments: pl.DataFrame, *, m: int) -> pl.DataFrame:
@@ -134,7 +148,7 @@ def step_scores(rollouts: pl.DataFrame, judgments: pl.DataFrame, *, m: int) -> p
     require_columns(rollouts, [*STEP_KEYS, "outcome"], frame="rollouts", where=where)
     _check_judgments(judgments, m=m, where=where)
     tasks = _task_table(rollouts, where=where).with_columns(drop_reason=pl.lit(None, dtype=pl.String))
-    steps = rollouts.filter(pl.col("step").is_not_null()).select(*STEP_KEYS, "outcome")
+    steps = played(rollouts).filter(pl.col("step").is_not_null()).select(*STEP_KEYS, "outcome")
     index = _StepIndex.build(tasks, steps)
     judged = index.encode(judgments.select(*STEP_KEYS, "judge_idx", "score"), kept_only=True)
     agg = _judgment_agg(judged, m=m, where=where)
@@ -397,7 +411,7 @@ def policy_samples(
         accepted_pending=accepted_pending,
     )
     stats = _task_stats(tasks, rows_col="n_steps")
-    steps = rollouts.filter(pl.col("step").is_not_null())
+    steps = played(rollouts).filter(pl.col("step").is_not_null())
     steps = steps.select(
         _iteration_expr(steps), *STEP_KEYS, "outcome", "prompt", images_column(steps), "response"
     )
@@ -470,7 +484,7 @@ def reward_samples(
         extra_band=cfg.policy_acc_band if nested_in_policy_band else None,
         accepted_pending=accepted_pending,
     )
-    steps = rollouts.filter(pl.col("step").is_not_null())
+    steps = played(rollouts).filter(pl.col("step").is_not_null())
     steps = steps.select(_iteration_expr(steps), *STEP_KEYS, "outcome")
     index = _StepIndex.build(tasks, steps)
     # Row counts per drop reason (rows = judgments of tasks present in the rollouts).

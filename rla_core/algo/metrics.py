@@ -11,6 +11,7 @@ from typing import cast
 
 import polars as pl
 
+from rla_core.algo.episodes import env_error_rate, episode_status, played
 from rla_core.config import Band
 from rla_core.schemas import validate
 
@@ -24,42 +25,63 @@ def _mean(series: pl.Series) -> float:
 
 
 def episodes(rollouts: pl.DataFrame) -> pl.DataFrame:
-    """One row per rollout: task_id, rollout_id, pending, outcome, steps, invalid_actions.
+    """One row per rollout: task_id, rollout_id, pending, outcome, steps, invalid_actions, status,
+    error_kind, error_message, attempt.
 
-    Reads 'rollouts' task_id, rollout_id, pending, outcome, action_valid.
+    Reads 'rollouts' task_id, rollout_id, pending, outcome, action_valid, step and, when present, the
+    episode status columns (old rollouts: status derived from the outcome, attempt 0).
     """
+    extra = [c for c in ("error_kind", "error_message", "attempt") if c in rollouts.columns]
     return (
-        rollouts.group_by(_EPISODE)
+        rollouts.with_columns(episode_status(rollouts))
+        .group_by(_EPISODE)
         .agg(
             pending=pl.col("pending").first(),
             outcome=pl.col("outcome").first(),
-            steps=pl.len().cast(pl.Int64),
+            steps=pl.col("step").count().cast(pl.Int64),  # an env_error episode may have no step
             invalid_actions=(~pl.col("action_valid")).sum().cast(pl.Int64),
+            status=pl.col("status").first(),
+            **{c: pl.col(c).first() for c in extra},
+        )
+        .with_columns(
+            *(pl.lit(None, pl.String).alias(c) for c in ("error_kind", "error_message") if c not in extra),
+            attempt=pl.col("attempt").fill_null(0) if "attempt" in extra else pl.lit(0, pl.Int64),
         )
         .sort(_EPISODE)
     )
 
 
 def rollout_metrics(rollouts: pl.DataFrame) -> dict[str, float]:
-    """policy/success_rate, policy/mean_steps, policy/invalid_action_rate, env/tasks_played, env/pending_played.
+    """policy/success_rate, policy/mean_steps, policy/invalid_action_rate (won and lost episodes only),
+    env/env_error_rate (share of episodes whose environment failed, after retries), env/tasks_played,
+    env/pending_played.
 
     Example: two rollouts, one won in 1 step and one lost after 3 steps with one invalid action →
-    success_rate 0.5, mean_steps 2.0, invalid_action_rate 1/4.
+    success_rate 0.5, mean_steps 2.0, invalid_action_rate 1/4; a third in env_error changes none of
+    these and makes env_error_rate 1/3.
     """
     if rollouts.height == 0:
         return {"env/tasks_played": 0.0}
-    eps = episodes(rollouts)
-    return {
-        "policy/success_rate": _mean(eps["outcome"] > 0),
-        "policy/mean_steps": _mean(eps["steps"]),
-        "policy/invalid_action_rate": _mean(~rollouts["action_valid"]),
+    out = {
+        "env/env_error_rate": float(env_error_rate(rollouts) or 0.0),
         "env/tasks_played": float(rollouts["task_id"].n_unique()),
         "env/pending_played": float(rollouts.filter(pl.col("pending"))["task_id"].n_unique()),
     }
+    kept = played(rollouts)
+    if kept.height:
+        eps = episodes(kept)
+        out |= {
+            "policy/success_rate": _mean(eps["outcome"] > 0),
+            "policy/mean_steps": _mean(eps["steps"]),
+            "policy/invalid_action_rate": _mean(~kept["action_valid"]),
+        }
+    return out
 
 
 def band_share(acc: pl.DataFrame, band: Band) -> dict[str, float]:
-    """env/share_in_band: share of played tasks whose acc lies in ``band`` (inclusive), and env/mean_task_acc."""
+    """env/share_in_band: share of played tasks whose acc lies in ``band`` (inclusive), and env/mean_task_acc
+    (tasks without an accuracy, all of whose episodes were env_error, are left out)."""
+    acc = acc.filter(pl.col("acc").is_not_null())
     if acc.height == 0:
         return {}
     inside = acc.filter((pl.col("acc") >= band.low) & (pl.col("acc") <= band.high)).height
@@ -95,11 +117,16 @@ def clean_wins(evals: pl.DataFrame) -> pl.Series:
 
 
 def eval_metrics(evals: pl.DataFrame) -> dict[str, float]:
-    """policy/eval_success_rate, policy/eval_clean_success_rate (:func:`clean_wins`), policy/eval_mean_steps."""
+    """policy/eval_success_rate, policy/eval_clean_success_rate (:func:`clean_wins`), policy/eval_mean_steps
+    over won and lost episodes, and env/eval_env_error_rate (episodes whose environment failed)."""
     if evals.height == 0:
         return {}
-    return {
-        "policy/eval_success_rate": _mean(evals["outcome"] > 0),
-        "policy/eval_clean_success_rate": _mean(clean_wins(evals)),
-        "policy/eval_mean_steps": _mean(evals["steps"]),
-    }
+    out = {"env/eval_env_error_rate": float(env_error_rate(evals) or 0.0)}
+    kept = played(evals)
+    if kept.height:
+        out |= {
+            "policy/eval_success_rate": _mean(kept["outcome"] > 0),
+            "policy/eval_clean_success_rate": _mean(clean_wins(kept)),
+            "policy/eval_mean_steps": _mean(kept["steps"]),
+        }
+    return out

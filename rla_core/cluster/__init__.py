@@ -71,13 +71,16 @@ def play_episodes(
         cluster, _play_here, [(setting, shard, generator, True) for shard in shards], threads=generator.threads,
         what="rollout shard",
     )  # fmt: skip
+    names = dict.fromkeys(
+        name for frames, _files in results for name in frames
+    )  # a shard may lack env_errors
     frames = {
         name: validate(
             name,
-            pl.concat([r[0][name] for r in results], how="vertical"),
+            pl.concat([r[0][name] for r in results if name in r[0]], how="vertical"),
             where="play_episodes: merged shards",
         )
-        for name in results[0][0]
+        for name in names
     }
     if request.workdir is not None:
         for _frames, files in results:

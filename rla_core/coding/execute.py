@@ -167,8 +167,12 @@ def run_tests(
     iteration: int,
     memory_mb: int = 256,
     output_kb: int = 256,
+    retries: int = 0,
 ) -> pl.DataFrame:
     """Run every program of a task against every test of that task; artifact 'executions'.
+
+    A run whose sandbox died is replayed up to ``retries`` times (``rollout.env_retries``); one that
+    still fails is recorded with error_kind ``sandbox`` (ours, not the program's).
 
     Reads ``programs`` (task_id, rollout_id, code; code null/empty = no program extracted) and ``tests``
     (``TESTS_COLUMNS``). Writes one row per (program, test): iteration, task_id, rollout_id, test_kind,
@@ -194,7 +198,8 @@ def run_tests(
         unique.setdefault(pair, len(unique))
         keys.append(pair)
     ordered = list(unique)
-    results = sandbox.run_many([build_job(p, memory_mb=memory_mb, output_kb=output_kb) for p in ordered])
+    jobs = [build_job(p, memory_mb=memory_mb, output_kb=output_kb) for p in ordered]
+    results = sandbox.run_many(jobs, retries=retries)
     verdicts = [judge(p, res) for p, res in zip(ordered, results, strict=True)]
     passed: list[bool] = []
     kinds: list[str] = []

@@ -14,7 +14,24 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
+
+
+class EnvErrorKind(StrEnum):
+    """Which part of our machinery failed in an ``env_error`` episode (``rollouts.error_kind``).
+
+    Raised as :class:`~rla_core.errors.EnvironmentFault` by an episode; where each engine draws the line
+    between these and the policy's own failures: docs/environment-errors.md.
+    """
+
+    DESKTOP = "desktop"  # the desktop (its VM/container or X server) did not start or died
+    DESKTOP_SERVER = "desktop_server"  # the server inside the desktop stopped answering
+    SETUP = "setup"  # the task's set-up steps failed before the first action
+    BROWSER = "browser"  # the browser or its driver died
+    BROWSER_TIMEOUT = "browser_timeout"  # a browser call exceeded its timeout (the browser was killed)
+    NO_ACTIONS = "no_actions"  # the page or desktop offered no admissible action: it broke
+    SANDBOX = "sandbox"  # the code sandbox died under a program (coding)
 
 
 @dataclass(frozen=True)

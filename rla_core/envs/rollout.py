@@ -5,7 +5,15 @@ to the generator, the action index is parsed from the last ``\\boxed{}`` (spec �
 is recorded (``action_valid=False`` plus the reason) and replaced by the spec's fallback (index 0,
 clamped), and every episode steps its own game. An episode ends at the win, at a loss, or after
 ``max_steps`` actions; successful trajectories are therefore cut at the winning step. The outcome
-(+1 won / -1 otherwise) is written on every row of the rollout.
+(+1 won / -1 otherwise) and the status (won / lost) are written on every row of the rollout.
+
+When our machinery fails inside an episode (the environment raises
+:class:`~rla_core.errors.EnvironmentFault`: a desktop, X server or browser died, a page or desktop offers
+no admissible action because it broke) the episode ends with status ``env_error``, a null outcome, the
+error kind and a one-line message; the other episodes go on. :func:`play_rollouts` replays such episodes
+on a fresh environment with the same seeds, up to ``request.env_retries`` times, and keeps the failed
+attempts in the 'env_errors' frame (docs/environment-errors.md). Any other exception is a bug of ours
+and fails the stage.
 
 Seeds: episode ``(task_id, rollout_id)`` samples turn ``step`` with
 ``derive_seed(seed, task_id, rollout_id, step)``, passed per prompt as ``generate(..., seeds=...)``;
@@ -31,8 +39,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -40,13 +48,14 @@ import polars as pl
 
 from rla_core import progress
 from rla_core.algo.curriculum import PlayTask
+from rla_core.algo.episodes import EPISODE_KEYS, EpisodeStatus, is_env_error
 from rla_core.algo.parsing import Parsed, fallback_action_index, parse_action_index
 from rla_core.config import InvalidAction
-from rla_core.envs.base import StepResult
+from rla_core.envs.base import EnvErrorKind, StepResult
 from rla_core.envs.prompts import render_policy_prompt
-from rla_core.errors import EnvironmentSpecError
+from rla_core.errors import EnvironmentFault, EnvironmentSpecError
 from rla_core.models.multimodal import ImagePrompt, Prompt
-from rla_core.schemas import get_schema, validate
+from rla_core.schemas import empty_frame, get_schema, validate
 
 if TYPE_CHECKING:
     from rla_core.config import SamplingConfig
@@ -81,9 +90,15 @@ class RolloutTimings:
 class _Live:
     task: PlayTask
     rollout_id: int
-    episode: Episode
+    episode: Episode | None  # None: the environment failed to open it
     history: list[tuple[str, str]] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    fault: EnvironmentFault | None = None
+
+    @property
+    def game(self) -> Episode:
+        assert self.episode is not None  # only live (opened) episodes are played
+        return self.episode
 
 
 def run_rollouts(
@@ -129,19 +144,33 @@ def run_rollouts(
         episodes = request.episode_keys()  # a shard's episodes (rla_core.cluster), else every one
     for task_id, rollout_id in episodes:
         task = by_id[task_id]
-        episode = env.open(task.spec, seed=derive_seed(seed, task.task_id, rollout_id))
-        live.append(_Live(task=task, rollout_id=rollout_id, episode=episode))
+        try:
+            live.append(
+                _Live(task, rollout_id, env.open(task.spec, seed=derive_seed(seed, task.task_id, rollout_id)))
+            )
+        except EnvironmentFault as fault:  # e.g. no browser tab could be opened
+            failed = _Live(task=task, rollout_id=rollout_id, episode=None)
+            _env_error(failed, fault, iteration=iteration)
+            finished.append(failed)
     timer.engine_s += time.perf_counter() - started
     try:
         with progress.track("", total=len(live), unit="episodes", rate="steps") as counter:
             for step in range(max_steps):
+                # In the model's chat markup when configured: the recorded prompt is what the model saw.
+                # Reading the observation may find the environment dead (a desktop whose set-up failed).
+                prompts: list[Prompt] = []
+                for ep in list(live):
+                    try:
+                        prompt = _policy_prompt(ep, history_turns=history_turns, images=images)
+                    except EnvironmentFault as fault:
+                        _env_error(ep, fault, iteration=iteration)
+                        live.remove(ep)
+                        finished.append(ep)
+                        counter.advance(1, steps=0, tokens=0)
+                        continue
+                    prompts.append(generator.format_prompt(prompt))
                 if not live:
                     break
-                # In the model's chat markup when configured: the recorded prompt is what the model saw.
-                prompts = [
-                    generator.format_prompt(_policy_prompt(ep, history_turns=history_turns, images=images))
-                    for ep in live
-                ]
                 seeds = [derive_seed(seed, ep.task.task_id, ep.rollout_id, step) for ep in live]
                 started = time.perf_counter()
                 outputs = _generate(generator, prompts, seeds, sampling=sampling, mode=mode)
@@ -161,7 +190,8 @@ def run_rollouts(
                 live = still
     finally:
         for ep in live + finished:
-            ep.episode.close()
+            if ep.episode is not None:
+                ep.episode.close()
     order = {t.task_id: i for i, t in enumerate(parsed_tasks)}
     done_eps = sorted(finished, key=lambda e: (order[e.task.task_id], e.rollout_id))
     rows = [row for ep in done_eps for row in ep.rows]
@@ -170,18 +200,93 @@ def run_rollouts(
     )
 
 
+def play_rollouts(
+    request: RolloutRequest, play: Callable[[RolloutRequest], pl.DataFrame]
+) -> dict[str, pl.DataFrame]:
+    """``play(request)`` (a 'rollouts' frame), then replay its ``env_error`` episodes up to ``request.env_retries`` times.
+
+    Each replay plays only the failed episodes (``request.episodes``), with the same seeds, on the
+    environment ``play`` opens or holds (a fresh browser tab or desktop: the failed one was killed or
+    reset); its rows replace the failed ones and carry ``attempt`` = the replay's number. Returns the
+    frames ``rollouts`` (every episode once, canonical order, the last attempt's rows) and, when an
+    attempt failed, ``env_errors`` (one row per failed attempt, the final ones included).
+
+    Example: episode ("t", 1) fails once and wins on its replay → ``rollouts`` holds its replay's rows
+    (status won, attempt 1) and ``env_errors`` one row (attempt 0).
+    """
+    frame = play(request)
+    failures = [_attempts(frame)]
+    for attempt in range(1, request.env_retries + 1):
+        failed = _failed_keys(frame)
+        if not failed:
+            break
+        replay = play(replace(request, episodes=tuple(failed))).with_columns(
+            attempt=pl.lit(attempt, dtype=pl.Int64)
+        )
+        failures.append(_attempts(replay))
+        kept = frame.join(
+            pl.DataFrame(failed, schema=_KEY_SCHEMA, orient="row"), on=list(EPISODE_KEYS), how="anti"
+        )
+        frame = _canonical(pl.concat([kept, replay], how="vertical"), request)
+    frames = {"rollouts": validate("rollouts", frame, where="play_rollouts")}
+    errors = pl.concat(failures, how="vertical")
+    if errors.height:
+        frames["env_errors"] = validate("env_errors", errors, where="play_rollouts")
+    return frames
+
+
+_KEY_SCHEMA = {"task_id": pl.String, "rollout_id": pl.Int64}
+
+
+def _failed_keys(frame: pl.DataFrame) -> list[tuple[str, int]]:
+    failed = frame.filter(is_env_error(frame)).select(EPISODE_KEYS).unique(maintain_order=True)
+    return [(str(t), int(r)) for t, r in failed.iter_rows()]
+
+
+def _attempts(frame: pl.DataFrame) -> pl.DataFrame:
+    """'env_errors' rows of the failed episodes of one attempt (``frame``: that attempt's rollouts)."""
+    failed = frame.filter(is_env_error(frame))
+    if not failed.height:
+        return empty_frame("env_errors")
+    return (
+        failed.group_by(EPISODE_KEYS, maintain_order=True)
+        .agg(
+            iteration=pl.col("iteration").first(),
+            attempt=pl.col("attempt").first().fill_null(0),
+            steps=pl.col("step").count().cast(pl.Int64),
+            error_kind=pl.col("error_kind").first(),
+            error_message=pl.col("error_message").first(),
+        )
+        .select(list(get_schema("env_errors").columns))
+    )
+
+
+def _canonical(frame: pl.DataFrame, request: RolloutRequest) -> pl.DataFrame:
+    """Rows in the request's canonical episode order (task order, rollout id), then by step."""
+    keys = request.episode_keys()
+    order = pl.DataFrame(
+        {"task_id": [k[0] for k in keys], "rollout_id": [k[1] for k in keys], "_order": range(len(keys))},
+        schema={**_KEY_SCHEMA, "_order": pl.Int64},
+    )
+    return (
+        frame.join(order, on=list(EPISODE_KEYS), how="left")
+        .sort("_order", "step", nulls_last=False)
+        .drop("_order")
+    )
+
+
 def _policy_prompt(ep: _Live, *, history_turns: int, images: int) -> Prompt:
     """The policy's prompt for the episode's next step: text, plus its last ``images`` screens when > 0."""
     text = render_policy_prompt(
-        instruction=ep.episode.instruction,
+        instruction=ep.game.instruction,
         history=ep.history,
-        observation=ep.episode.observation,
-        actions=ep.episode.admissible_actions,
+        observation=ep.game.observation,
+        actions=ep.game.admissible_actions,
         history_turns=history_turns,
     )
     if images == 0:
         return text
-    current = ep.episode.observation_ref
+    current = ep.game.observation_ref
     if current is None:
         raise EnvironmentSpecError(
             f"models.images.policy={images} shows the policy its screen, but task {ep.task.task_id} "
@@ -224,56 +329,99 @@ def _play_turn(
     iteration: int,
     invalid_action: InvalidAction,
 ) -> None:
-    episode = ep.episode
-    actions = list(episode.admissible_actions)
-    expert = episode.expert_actions()
-    observation_before = episode.observation
-    ref_before = episode.observation_ref
-    if not actions:
-        # Nothing can be played (e.g. a page that lost its elements): the episode ends as a recorded
-        # failure instead of crashing the stage.
-        parsed: Parsed[int] = Parsed.fail("the environment offered no admissible action; the episode ends")
-        action = ""
-        result = StepResult(observation=observation_before, done=True, won=False)
-    else:
-        parsed = parse_action_index(out.text, len(actions))
-        if parsed.valid or invalid_action is InvalidAction.FALLBACK:
-            action = actions[fallback_action_index(parsed, len(actions))]
-            result = episode.step(action)
-        else:
-            action = ""
-            result = StepResult(observation=INVALID_ANSWER_ENDS, done=True, won=False)
-    # The screen after the step (GUI): the environment's latest screenshot once an action was played; the
-    # screen before it when none was (nothing changed). A judge that sees images gets both (spec §1.3).
-    ref_after = episode.observation_ref if action else ref_before
+    row: dict[str, Any] = {
+        "iteration": iteration,
+        "task_id": ep.task.task_id,
+        "slot_id": ep.task.slot_id,
+        "pending": ep.task.pending,
+        "rollout_id": ep.rollout_id,
+        "step": step,
+        "prompt": prompt.text if isinstance(prompt, ImagePrompt) else prompt,
+        "images": list(prompt.images) if isinstance(prompt, ImagePrompt) else None,
+        "response": out.text,
+        "action": "",
+        "action_valid": False,
+        "invalid_reason": None,
+        "next_observation": "",
+        "expert_actions": json.dumps([]),
+        "observation_ref": None,
+        "next_observation_ref": None,
+        "done": False,
+        "outcome": None,
+        "score": None,
+        "prompt_tokens": out.prompt_tokens,
+        "response_tokens": out.completion_tokens,
+        "status": None,
+        "error_kind": None,
+        "error_message": None,
+        "attempt": 0,
+    }
+    try:
+        result = _step(ep, row, out=out, invalid_action=invalid_action)
+    except EnvironmentFault as fault:  # our machinery failed during this step: the row records the attempt
+        ep.rows.append(row)
+        _env_error(ep, fault, iteration=iteration)
+        return
     done = result.done or step + 1 >= max_steps
-    ep.history.append((observation_before, action))
-    ep.rows.append(
-        {
-            "iteration": iteration,
-            "task_id": ep.task.task_id,
-            "slot_id": ep.task.slot_id,
-            "pending": ep.task.pending,
-            "rollout_id": ep.rollout_id,
-            "step": step,
-            "prompt": prompt.text if isinstance(prompt, ImagePrompt) else prompt,
-            "images": list(prompt.images) if isinstance(prompt, ImagePrompt) else None,
-            "response": out.text,
-            "action": action,
-            "action_valid": parsed.valid,
-            "invalid_reason": None if parsed.valid else parsed.reason,
-            "next_observation": result.observation,
-            "expert_actions": json.dumps(expert),
-            "observation_ref": ref_before,
-            "next_observation_ref": ref_after,
-            "done": done,
-            "outcome": None,
-            "score": None,
-            "prompt_tokens": out.prompt_tokens,
-            "response_tokens": out.completion_tokens,
-        }
-    )
+    row["done"] = done
+    ep.history.append((row["_observation_before"], row["action"]))
+    del row["_observation_before"]
+    ep.rows.append(row)
     if done:
-        outcome = 1.0 if result.won else -1.0
-        for row in ep.rows:
-            row["outcome"] = outcome
+        outcome, status = (1.0, EpisodeStatus.WON) if result.won else (-1.0, EpisodeStatus.LOST)
+        for r in ep.rows:
+            r["outcome"], r["status"] = outcome, status.value
+
+
+def _step(ep: _Live, row: dict[str, Any], *, out: Generation, invalid_action: InvalidAction) -> StepResult:
+    """Parse the answer, play it, and fill ``row``; raises EnvironmentFault when the environment fails."""
+    episode = ep.game
+    actions = list(episode.admissible_actions)
+    if not actions:
+        # Every engine offers at least one action on a working page or desktop (MiniWoB: its elements;
+        # OSWorld: DONE and FAIL; text games: their commands): none means it broke (lost its elements).
+        raise EnvironmentFault(
+            EnvErrorKind.NO_ACTIONS,
+            "the environment offered no admissible action (the page or desktop broke)",
+        )
+    row["expert_actions"] = json.dumps(episode.expert_actions())
+    row["_observation_before"] = episode.observation
+    ref_before = episode.observation_ref
+    row["observation_ref"] = row["next_observation_ref"] = ref_before
+    parsed: Parsed[int] = parse_action_index(out.text, len(actions))
+    row["action_valid"], row["invalid_reason"] = parsed.valid, None if parsed.valid else parsed.reason
+    if parsed.valid or invalid_action is InvalidAction.FALLBACK:
+        row["action"] = actions[fallback_action_index(parsed, len(actions))]
+        result = episode.step(row["action"])
+        # The screen after the step (GUI): the environment's latest screenshot once an action was played;
+        # the screen before it when none was (nothing changed). A judge that sees images gets both (spec §1.3).
+        row["next_observation_ref"] = episode.observation_ref
+    else:
+        result = StepResult(observation=INVALID_ANSWER_ENDS, done=True, won=False)
+    row["next_observation"] = result.observation
+    return result
+
+
+def _env_error(ep: _Live, fault: EnvironmentFault, *, iteration: int) -> None:
+    """End ``ep`` as ``env_error``: every row gets a null outcome, the kind and the message; an episode
+    that failed before its first action gets one row with a null step (it must still be counted)."""
+    ep.fault = fault
+    if not ep.rows:
+        row = dict.fromkeys(get_schema("rollouts").columns)
+        row.update(
+            iteration=iteration, task_id=ep.task.task_id, slot_id=ep.task.slot_id, pending=ep.task.pending,
+            rollout_id=ep.rollout_id, attempt=0,
+        )  # fmt: skip
+        ep.rows.append(row)
+    last = ep.rows[-1]
+    last.pop("_observation_before", None)
+    last["done"] = True
+    if last.get("step") is not None and not last.get("next_observation"):
+        last["next_observation"] = f"The environment failed ({fault.kind}): {fault.message}"
+    for r in ep.rows:
+        r.update(
+            outcome=None,
+            status=EpisodeStatus.ENV_ERROR.value,
+            error_kind=fault.kind,
+            error_message=fault.message,
+        )

@@ -67,6 +67,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import platform
@@ -89,6 +90,7 @@ from pathlib import Path
 from rla_core.config import ClusterBackend, ClusterConfig
 from rla_core.errors import SandboxError
 
+log = logging.getLogger(__name__)
 SANDBOX_USER = "rla-sandbox"
 PIDS_CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
 # Files this module runs rather than imports: part of the code version of every stage that uses it.
@@ -156,6 +158,12 @@ class ErrorKind(StrEnum):
     OUTPUT_LIMIT = "output_limit"
     INVALID_TEST = "invalid_test"
     INVALID_PROGRAM = "invalid_program"
+    # pid 1 of the sandbox reported no status: killed from inside (the program can do that) or from outside.
+    # It may be ours or the program's; it stays the program's failure, or a program could escape its -1.
+    NO_STATUS = "no_status"
+    # The sandbox died under the program: bwrap's monitor was killed by a signal nobody in the sandbox can
+    # send (not our wall-time kill). Ours: the run is replayed (``run_many(retries=)``), never the program's.
+    SANDBOX = "sandbox"
 
 
 @dataclass(frozen=True)
@@ -599,6 +607,19 @@ class Sandbox:
             os.close(seccomp_fd)
         wall = time.perf_counter() - start
         bwrap_status = _read_json_status(workdir / "bwrap-status.json")
+        if (
+            not timed_out
+            and "exit-code" not in bwrap_status
+            and "child-pid" in bwrap_status
+            and proc.returncode < 0
+        ):
+            # The program had started (bwrap reported its child) and bwrap's monitor died of a signal that
+            # neither the program (other namespaces, another user) nor our timeout sent: the host killed it.
+            return ExecResult(
+                exit_code=None, signal=None, stdout="", stderr="", error_kind=ErrorKind.SANDBOX,
+                wall_s=time.perf_counter() - start,
+                detail=f"the sandbox (bwrap pid {proc.pid}) died of signal {-proc.returncode} under the program",
+            )  # fmt: skip
         if not timed_out and "exit-code" not in bwrap_status:
             # No exit status from bwrap: the launcher was never exec'd, so bwrap's own set-up failed.
             raise SandboxError(
@@ -615,8 +636,8 @@ class Sandbox:
         stderr_raw = _read_head(workdir / "stderr", _STDERR_KEEP_BYTES)
         if not timed_out and exit_code is None and sig is None:
             kind, detail = (
-                ErrorKind.RUNTIME_ERROR,
-                "the sandbox's pid 1 reported no status (killed from inside)",
+                ErrorKind.NO_STATUS,
+                "the sandbox's pid 1 reported no status (killed from inside, or from outside)",
             )
         else:
             kind, detail = _classify(
@@ -663,14 +684,33 @@ class Sandbox:
                 time.sleep(0.002)
         raise SandboxError(f"could not remove the sandbox cgroup {cgroup}")
 
-    def run_many(self, jobs: Sequence[Job]) -> list[ExecResult]:
+    def run_many(self, jobs: Sequence[Job], *, retries: int = 0) -> list[ExecResult]:
         """Run jobs concurrently; results in input (job id) order.
 
         Here: a thread pool of at most ``max_parallel`` runs. With ``cluster.backend=ray`` and more
         than one job: contiguous batches of the jobs, one per Ray worker (each opens its own sandbox
         from :attr:`spec` and runs its batch in its own thread pool), concatenated in batch order.
         A run's result depends only on its job, so both give the same results but for ``wall_s``.
+        A run whose sandbox died (:attr:`ErrorKind.SANDBOX`) runs again in a fresh sandbox, up to
+        ``retries`` times; each failed attempt is logged, and one still failing keeps that kind.
         """
+        results = self._run_once(jobs)
+        for attempt in range(1, retries + 1):
+            again = [i for i, r in enumerate(results) if r.error_kind is ErrorKind.SANDBOX]
+            if not again:
+                break
+            for i in again:
+                log.warning(
+                    "sandbox run %d failed (attempt %d): %s; running it again",
+                    i,
+                    attempt - 1,
+                    results[i].detail,
+                )
+            for i, result in zip(again, self._run_once([jobs[i] for i in again]), strict=True):
+                results[i] = result
+        return results
+
+    def _run_once(self, jobs: Sequence[Job]) -> list[ExecResult]:
         if not jobs:
             return []
         if self.cluster is not None and self.cluster.backend is ClusterBackend.RAY and len(jobs) > 1:

@@ -20,6 +20,7 @@ from rla_core.algo.coding_rewards import (
     score_programs,
 )
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
+from rla_core.algo.episodes import played
 from rla_core.config import ClusterConfig, Setting
 from rla_core.errors import EnvironmentSpecError
 from rla_core.schemas import empty_frame, get_schema
@@ -71,8 +72,9 @@ def _load(path: str | Path, *, what: str) -> list[CodingTask]:
 
 
 def programs_frame(rollouts: pl.DataFrame) -> pl.DataFrame:
-    """task_id, rollout_id, code (null when no program could be extracted) from coding rollouts."""
-    return rollouts.select(
+    """task_id, rollout_id, code (null when no program could be extracted) from coding rollouts; programs
+    whose GT runs' sandbox died (env_error) are left out: nothing is learnt from them."""
+    return played(rollouts).select(
         "task_id",
         "rollout_id",
         code=pl.when(pl.col("action_valid")).then(pl.col("action")).otherwise(None),
@@ -161,6 +163,10 @@ class CodingSetting:
                         "score": None,
                         "prompt_tokens": gen.prompt_tokens,
                         "response_tokens": gen.completion_tokens,
+                        "status": None,  # score_programs: from the GT runs
+                        "error_kind": None,
+                        "error_message": None,
+                        "attempt": 0,
                     }
                 )
         base = pl.DataFrame(rows, schema=get_schema("rollouts").polars_schema)
@@ -171,6 +177,7 @@ class CodingSetting:
             iteration=iteration,
             memory_mb=section.memory_limit_mb,
             output_kb=section.output_limit_kb,
+            retries=request.env_retries,  # a GT run whose sandbox died runs again in a fresh sandbox
         )
         return {"rollouts": score_programs(base, executions), "executions": executions}
 

@@ -107,7 +107,7 @@ class GuiSetting:
     def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
         """Play the tasks in a fresh browser pool; with ``request.workdir`` and ``gui.screenshots``, each
         step's screenshot is kept under ``workdir/files/screenshots`` and referenced relative to ``workdir``."""
-        from rla_core.envs.rollout import run_rollouts
+        from rla_core.envs.rollout import play_rollouts, run_rollouts
 
         section = expect_section(request.env, GuiEnv)
         if section.engine is GuiEngine.OSWORLD:
@@ -115,8 +115,9 @@ class GuiSetting:
         workdir = request.workdir
         shots = screenshot_dir(request)
         with self.env(section, screenshot_dir=shots) as env:
-            rollouts = run_rollouts(request, env=env, generator=generator)
-        return {"rollouts": relative_refs(rollouts, workdir)}
+            # A replay opens a new tab; the pool starts a new browser in place of one it killed.
+            frames = play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=generator))
+        return {**frames, "rollouts": relative_refs(frames["rollouts"], workdir)}
 
     def labels(
         self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]

@@ -165,17 +165,21 @@ class OsworldSetting:
         """Play the request's episodes in waves of the desktop pool's size; with ``request.workdir`` and
         ``gui.screenshots``, each step's screenshot is kept under ``workdir/files/screenshots``."""
         from rla_core.envs.osworld.env import waves
-        from rla_core.envs.rollout import run_rollouts
+        from rla_core.envs.rollout import play_rollouts, run_rollouts
 
         section = expect_section(request.env, GuiEnv)
         workdir = request.workdir
         shots = screenshot_dir(request)
-        frames = []
+        frames: dict[str, list[pl.DataFrame]] = {}
         with self.env(section, max_steps=request.max_steps, screenshot_dir=shots) as env:
             for wave in waves(request.episode_keys(), env.pool.size):
                 part = dataclasses.replace(request, episodes=wave)
-                frames.append(run_rollouts(part, env=env, generator=generator))
-        return {"rollouts": relative_refs(pl.concat(frames, how="vertical"), workdir)}
+                # A failed episode's desktop was reset (or replaced) when it closed: its replay starts clean.
+                played = play_rollouts(part, lambda r: run_rollouts(r, env=env, generator=generator))
+                for name, frame in played.items():
+                    frames.setdefault(name, []).append(frame)
+        out = {name: pl.concat(parts, how="vertical") for name, parts in frames.items()}
+        return {**out, "rollouts": relative_refs(out["rollouts"], workdir)}
 
     def labels(
         self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]

@@ -91,10 +91,12 @@ class TextGameSetting:
         )
 
     def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
-        from rla_core.envs.rollout import run_rollouts
+        from rla_core.envs.rollout import play_rollouts, run_rollouts
 
         env = self.env(expect_section(request.env, TextGameEnv))  # text observations: no side files
-        return {"rollouts": run_rollouts(request, env=env, generator=generator)}
+        # In-process engines raise only on our bugs (the stage fails); an episode of a broken game that
+        # offers no action is the one env_error they can record.
+        return play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=generator))
 
     def labels(
         self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]

@@ -40,6 +40,10 @@ def rollouts(
                         "score": None,
                         "prompt_tokens": 10,
                         "response_tokens": 5,
+                        "status": "won" if outcome > 0 else "lost",
+                        "error_kind": None,
+                        "error_message": None,
+                        "attempt": 0,
                     }
                 )
     return validate("rollouts", pl.DataFrame(rows, schema=pl.Schema(_rollout_schema())))

@@ -158,11 +158,23 @@ def test_eval_rows_one_row_per_episode() -> None:
 def test_eval_metrics_count_a_win_with_an_invalid_answer_as_success_but_not_clean() -> None:
     # four episodes: a clean win, a win with one invalid answer, a loss, a loss with invalid answers
     evals = pl.DataFrame(
-        {"outcome": [1.0, 1.0, -1.0, -1.0], "steps": [2, 3, 6, 6], "invalid_actions": [0, 1, 0, 2]}
-    )
+        {"task_id": ["t"] * 4, "rollout_id": [0, 1, 2, 3], "outcome": [1.0, 1.0, -1.0, -1.0],
+         "steps": [2, 3, 6, 6], "invalid_actions": [0, 1, 0, 2]}
+    )  # fmt: skip
     assert clean_wins(evals).to_list() == [True, False, False, False]
-    assert eval_metrics(evals) == {
+    expected = {
+        "env/eval_env_error_rate": 0.0,
         "policy/eval_success_rate": 0.5,
         "policy/eval_clean_success_rate": 0.25,
         "policy/eval_mean_steps": 4.25,
     }
+    assert eval_metrics(evals) == expected
+    # A fifth episode whose desktop died: the policy's numbers are those of the four, and 1/5 is reported.
+    broken = pl.DataFrame(
+        {"task_id": ["t"], "rollout_id": [4], "outcome": [None], "steps": [1], "invalid_actions": [0],
+         "status": ["env_error"]}
+    )  # fmt: skip
+    with_error = pl.concat(
+        [evals.with_columns(status=pl.lit(None, pl.String)), broken], how="vertical_relaxed"
+    )
+    assert eval_metrics(with_error) == {**expected, "env/eval_env_error_rate": 0.2}

@@ -221,10 +221,11 @@ class _NoActionEnv:
         return []
 
 
-def test_an_episode_without_admissible_actions_ends_as_a_recorded_failure() -> None:
+def test_an_episode_without_admissible_actions_ends_as_an_env_error() -> None:
     frame = run_rollouts(RolloutRequest(tasks=[("t", "s", False, {})], n=1, max_steps=3, sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2), env=_NoActionEnv(), generator=RecordedGenerator([r"\boxed{0}"]))  # fmt: skip
-    # One row, the episode is over, nothing was played, and the reason is recorded.
+    # One row, the episode is over, nothing was played: the page broke, not the policy (no outcome).
     assert frame.height == 1
     row = frame.row(0, named=True)
-    assert row["done"] is True and row["outcome"] == -1.0 and row["action"] == ""
-    assert row["action_valid"] is False and "no admissible action" in row["invalid_reason"]
+    assert row["done"] is True and row["outcome"] is None and row["action"] == ""
+    assert row["status"] == "env_error" and row["error_kind"] == "no_actions"
+    assert "no admissible action" in row["error_message"] and row["attempt"] == 0

@@ -57,8 +57,15 @@ HIDDEN_READS = {
     ("write_tests", "setting"),
 }
 NARROWED = {("evaluate", "textgame.tasks")}  # evaluation reads the held-out file only
-# Config keys added after the fixture was made (issue 31: screenshots in the prompts).
-NEW_KEYS = {"models.images.policy", "models.images.reward"}
+# Config keys added after the fixture was made (screenshots in the prompts; environment errors).
+NEW_KEYS = {
+    "models.images.policy",
+    "models.images.reward",
+    "rollout.env_retries",
+    "rollout.max_env_error_share",
+}
+# Metrics added after the fixture was made (docs/environment-errors.md).
+NEW_METRICS = {"env/env_error_rate", "env/eval_env_error_rate"}
 
 
 def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -99,7 +106,10 @@ def _manifests(store: ArtifactStore, run_id: str) -> list[dict[str, Any]]:
         {
             "iteration": it, "stage": stage, "attempt": m.attempt, "content_key": m.content_key,
             "inputs": {k: producers.get(v, v) for k, v in sorted(m.inputs.items())},
-            "metrics": {k: v for k, v in sorted(m.extra["metrics"].items()) if not k.startswith("timing_s/")},
+            "metrics": {
+                k: v for k, v in sorted(m.extra["metrics"].items())
+                if not k.startswith("timing_s/") and k not in NEW_METRICS
+            },
             "files": sorted(e.path for e in m.artifacts),
         }
         for (it, stage), m in committed.items()
@@ -143,7 +153,7 @@ def _status_rows(text: str) -> list[tuple[str, ...]]:
         if cells[0]:
             rows.append([*cells[:4]])
         metric = cells[-1].split("=")[0]
-        if metric and not metric.startswith("timing_s/"):
+        if metric and not metric.startswith("timing_s/") and metric not in NEW_METRICS:
             rows[-1].append(cells[-1] if SAME_KERNELS and not _wall_clock(metric) else metric)
     return [tuple(r) for r in rows]
 

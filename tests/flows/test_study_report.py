@@ -24,6 +24,8 @@ from flows.study import (
     WALLTIME_DIR,
     StudySpec,
     StudySummary,
+    episode_differences,
+    episode_wins,
     read_eval,
     read_pairs_frame,
     read_walltimes,
@@ -457,6 +459,10 @@ def _write_eval(
                 "outcome": [1.0 if w else -1.0 for w in wins],
                 "steps": [3] * n,
                 "invalid_actions": [0] * n,
+                "status": ["won" if w else "lost" for w in wins],
+                "error_kind": [None] * n,
+                "error_message": [None] * n,
+                "attempt": [0] * n,
             }
         ),
     )
@@ -560,3 +566,19 @@ def test_pairing_episodes_that_differ_between_arms_is_an_error(tmp_path: Path) -
     # Without episodes (the seed-level view alone) the same runs still compare.
     summary = summarize("ps", study_frame(store, spec), spec.arms)
     assert summary.pairs[0].seeds == (1, 2) and summary.pairs[0].episodes == 0
+
+
+def test_an_episode_in_env_error_in_either_run_is_dropped_from_both() -> None:
+    # Four episodes; (t, 1) hit a dead desktop in the arm's run, (t, 3) in the baseline's: the pairs are
+    # (t, 0): 1 − 0 = 1 and (t, 2): 0 − 1 = −1 only.
+    def evals(outcomes: list[float | None]) -> pl.DataFrame:
+        return pl.DataFrame(
+            {"task_id": ["t"] * 4, "rollout_id": [0, 1, 2, 3], "outcome": outcomes,
+             "status": [None if o is not None else "env_error" for o in outcomes]},
+            schema={"task_id": pl.String, "rollout_id": pl.Int64, "outcome": pl.Float64, "status": pl.String},
+        )  # fmt: skip
+
+    arm = episode_wins(evals([1.0, None, -1.0, 1.0]), where="arm")
+    baseline = episode_wins(evals([-1.0, 1.0, 1.0, None]), where="baseline")
+    assert arm[("t", 1)] is None and baseline[("t", 3)] is None
+    assert episode_differences(arm, baseline, arm_where="arm", baseline_where="baseline") == [1.0, -1.0]

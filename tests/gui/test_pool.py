@@ -102,7 +102,7 @@ window.onload = function() { core.startEpisode(); }
 """
 
 
-def test_hung_page_fails_the_episode_within_the_timeout(tmp_path: Path) -> None:
+def test_hung_page_ends_the_episode_as_an_env_error_within_the_timeout(tmp_path: Path) -> None:
     html = tmp_path / "html"
     (html / "miniwob").mkdir(parents=True)
     (html / "core").symlink_to(default_html_dir() / "core")
@@ -125,9 +125,10 @@ def test_hung_page_fails_the_episode_within_the_timeout(tmp_path: Path) -> None:
         elapsed = time.perf_counter() - started
         groups = [b.pgid for b in env.pool.browsers]
     # one step: the click hangs the page, the next browser call times out (2 s), the browser is
-    # killed and the rollout is recorded as a failure instead of hanging the stage
-    assert frame["outcome"].to_list() == [-1.0] and frame["done"].to_list() == [True]
-    assert "the episode failed" in frame["next_observation"][0]
+    # killed and the rollout is recorded as an environment error instead of hanging the stage
+    assert frame["outcome"].to_list() == [None] and frame["done"].to_list() == [True]
+    assert frame["status"].to_list() == ["env_error"] and frame["error_kind"].to_list() == ["browser_timeout"]
+    assert "exceeded 2.0s" in frame["error_message"][0]
     assert elapsed < 30
     assert all(alive(g) == [] for g in groups)
 

@@ -131,7 +131,8 @@ def test_killed_process_between_write_and_commit(tmp_path: Path, sample_frame: F
         from rla_core.schemas import empty_frame
         w = ArtifactStore({root!r}).begin("run-k", 4, "evaluate")
         df = pl.concat([empty_frame("eval"), pl.DataFrame({{"iteration": [4], "task_id": ["t"],
-              "rollout_id": [0], "outcome": [1.0], "steps": [2], "invalid_actions": [0]}})])
+              "rollout_id": [0], "outcome": [1.0], "steps": [2], "invalid_actions": [0], "status": ["won"],
+              "attempt": [0]}})], how="diagonal")
         w.write_frame("eval", df)
         os.kill(os.getpid(), signal.SIGKILL)
         """

@@ -367,6 +367,10 @@ class Desktop:
     def running(self) -> bool:
         return self.group is not None and self.group.alive()
 
+    def healthy(self) -> bool:
+        """Its processes run and its in-desktop server answers: whether a failure inside it can be ours."""
+        return self.running() and self._answers()
+
     def stop(self) -> None:
         """Kill every process of the desktop, close its channel, remove its state (idempotent)."""
         self._kill()

@@ -155,8 +155,8 @@ def _atspi_node(node: Any, depth: int, pyatspi: Any) -> ET.Element:
         for key, value in node.get_attributes().items():
             if key:
                 attrs[_q("attr", key)] = str(value)
-    except Exception:  # an app may answer attributes with an error; the node stays
-        pass
+    except Exception:  # an app may answer attributes with an error; the node stays. Kept broad: this runs in
+        pass  # the desktop's own interpreter (pyatspi raises anything) and has nothing to record an error in
     if attrs.get(_q("st", "visible")) == "true" and attrs.get(_q("st", "showing")) == "true":
         try:
             x, y, w, h = node.queryComponent().getExtents(pyatspi.XY_SCREEN)
@@ -207,8 +207,8 @@ def _atspi_node(node: Any, depth: int, pyatspi: Any) -> ET.Element:
                     break
                 if child is not None:
                     element.append(_atspi_node(child, depth + 1, pyatspi))
-        except Exception:  # an application that quits mid-walk: keep what was read
-            pass
+        except Exception:  # an application that quits mid-walk: keep what was read (kept broad: the desktop's
+            pass  # own interpreter, which cannot record an environment error; the host sees the tree it gets)
     return element
 
 

@@ -11,8 +11,10 @@ instance with ``spec["seed"]`` and starts the episode. The episode exposes
 
 The outcome follows the reference code's OSWorld rule (spec §2.1): won iff the task's raw reward is
 > 0. MiniWoB's 10 s wall-clock episode limit is raised to ``episode_ms`` so a slow CPU policy is cut by
-the runner's ``max_steps``, not by time. A browser call that fails or times out ends the episode as
-a failure (``done``, not won) with the reason in the observation; it never hangs a stage.
+the runner's ``max_steps``, not by time. A browser call that fails or times out kills the browser and
+raises :class:`~rla_core.errors.EnvironmentFault` (``browser`` / ``browser_timeout``): the runner records
+an environment error and replays the episode in a new browser; it never hangs a stage and never counts as
+the policy's failure (docs/environment-errors.md).
 
 Example:
     >>> with MiniWobEnv(pool_size=1) as env:  # doctest: +SKIP
@@ -29,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rla_core.envs.base import StepResult
+from rla_core.envs.base import EnvErrorKind, StepResult
 from rla_core.envs.miniwob.dom import (
     Element,
     candidate_actions,
@@ -41,7 +43,7 @@ from rla_core.envs.miniwob.dom import (
 from rla_core.envs.miniwob.pool import BrowserPool, Tab
 from rla_core.envs.miniwob.solvers import has_solver, next_action
 from rla_core.envs.miniwob.tasks import available_tasks, check_spec, default_html_dir
-from rla_core.errors import BrowserError, BrowserStartError
+from rla_core.errors import BrowserError, BrowserStartError, BrowserTimeoutError, EnvironmentFault
 
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
@@ -111,8 +113,7 @@ class MiniWobEpisode:
         except BrowserStartError:
             raise  # no browser at all: a setup problem, not a failed episode
         except BrowserError as exc:
-            self._fail(str(exc))
-            return
+            raise self._fail(exc) from exc
         seed = json.dumps(int(spec["seed"]))
         try:
             self._tab.call(
@@ -130,8 +131,7 @@ class MiniWobEpisode:
             self.strings = instruction_strings(self.utterance, self.fields)
             self._refresh()
         except BrowserError as exc:
-            self._fail(str(exc))
-            return
+            raise self._fail(exc) from exc
         self.instruction = self.utterance
         expert = self.expert_actions()
         if self.hint_level >= 1 and expert:
@@ -167,14 +167,17 @@ class MiniWobEpisode:
             self._tab.call(lambda d: d.save_screenshot(str(path)))
             self.screenshots.append(str(path))
 
-    def _fail(self, reason: str) -> None:
-        self.failure = reason
+    def _fail(self, exc: BrowserError) -> EnvironmentFault:
+        """End the episode on a browser failure (ours, not the policy's); the fault for the runner to record."""
+        self.failure = str(exc)
         self.done, self.won = True, False
-        self.observation = f"The browser stopped responding; the episode failed. ({reason})"
+        self.observation = f"The browser stopped responding. ({exc})"
         self.admissible_actions = []
         if not self.instruction:
             self.instruction = f"MiniWoB task {self.task} (the page did not load)."
         self.close()
+        kind = EnvErrorKind.BROWSER_TIMEOUT if isinstance(exc, BrowserTimeoutError) else EnvErrorKind.BROWSER
+        return EnvironmentFault(kind, f"MiniWoB task {self.task}: {exc}")
 
     # -- Episode protocol --------------------------------------------------------------------
     def step(self, action: str) -> StepResult:
@@ -218,7 +221,7 @@ class MiniWobEpisode:
             self._tab.call(act)
             self._refresh()
         except BrowserError as exc:
-            self._fail(str(exc))
+            raise self._fail(exc) from exc
         return StepResult(observation=self.observation, done=self.done, won=self.won)
 
     def expert_actions(self) -> list[str]:
@@ -303,16 +306,20 @@ class MiniWobEnv:
         """Play the scripted solver from the start: (actions, won, why not when it did not win)."""
         if not has_solver(spec["task"]):
             return [], False, f"no scripted solver for task '{spec['task']}'"
-        episode = self.open(spec, seed=0)
         try:
-            if episode.failure is not None:
-                return [], False, f"the page did not load: {episode.failure}"
+            episode = self.open(spec, seed=0)
+        except EnvironmentFault as fault:
+            return [], False, f"the page did not load: {fault}"
+        try:
             for _ in range(self.solver_max_steps):
                 expert = episode.expert_actions()
                 if not expert:
                     break
-                if episode.step(expert[0]).done:
-                    break
+                try:
+                    if episode.step(expert[0]).done:
+                        break
+                except EnvironmentFault:
+                    break  # episode.failure says why
             if episode.won:
                 return list(episode.history), True, None
             why = episode.failure or (

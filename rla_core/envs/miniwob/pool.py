@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rla_core import procs
 from rla_core.envs.browser import chrome_options, find_browser
-from rla_core.errors import BrowserError, BrowserStartError
+from rla_core.errors import BrowserError, BrowserStartError, BrowserTimeoutError
 
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
@@ -99,6 +99,7 @@ class Browser:
         """
         from selenium.common.exceptions import TimeoutException, WebDriverException
         from urllib3.exceptions import HTTPError
+        from urllib3.exceptions import TimeoutError as ReadTimeout
 
         with self.lock:
             if self.dead is not None:
@@ -108,12 +109,23 @@ class Browser:
                     self.driver.switch_to.window(handle)
                     self.current = handle
                 return fn(self.driver)
-            except (TimeoutException, HTTPError, TimeoutError, OSError) as exc:
+            except (
+                TimeoutException,
+                TimeoutError,
+                ReadTimeout,
+            ) as exc:  # ReadTimeout: the driver's HTTP call
+                reason = _first_line(exc)
+                self.kill(reason)
+                raise BrowserTimeoutError(
+                    f"browser call exceeded {self.call_timeout_s}s (pgid {self.pgid}): {reason}; the browser "
+                    "was killed and its episodes end as environment errors"
+                ) from exc
+            except (HTTPError, OSError) as exc:
                 reason = _first_line(exc)
                 self.kill(reason)
                 raise BrowserError(
-                    f"browser call exceeded {self.call_timeout_s}s or lost its driver (pgid {self.pgid}): "
-                    f"{reason}; the browser was killed and its episodes count as failed"
+                    f"browser call lost its driver (pgid {self.pgid}): {reason}; the browser was killed and "
+                    "its episodes end as environment errors"
                 ) from exc
             except WebDriverException as exc:
                 raise BrowserError(f"browser call failed (pgid {self.pgid}): {_first_line(exc)}") from exc

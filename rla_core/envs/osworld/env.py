@@ -15,9 +15,13 @@ resets their desktops in parallel; the episode's observation waits for it. The e
 
 **Outcome** as OSWorld's: ``DesktopEnv.evaluate()`` runs when the policy says ``DONE`` or ``FAIL`` or after
 ``max_steps`` actions (the runner's budget, given to the environment so that the last step is scored), and
-the episode is won iff the score is > 0 (spec §2.1: partial credit counts). An evaluator that raises (e.g. a
-getter whose file is absent) scores 0, with the reason in the final observation. A desktop that stops
-answering ends the episode as a failure and is reset (or replaced by the pool) before its next episode.
+the episode is won iff the score is > 0 (spec §2.1: partial credit counts). An evaluator that raises while
+the desktop is healthy (e.g. a getter whose file the agent deleted) scores 0 — the state the agent left is the
+policy's outcome, as OSWorld scores it. Failures of our machinery raise
+:class:`~rla_core.errors.EnvironmentFault` (docs/environment-errors.md): a set-up that fails before the first
+action (``setup``), a desktop whose processes died (``desktop``: its X server, its init) or whose in-desktop
+server stops answering (``desktop_server``), during the set-up, a step or the evaluation. The runner records
+the episode as ``env_error`` and replays it; the desktop is reset (or replaced by the pool) when it closes.
 
 At most ``pool.size`` episodes may be open at once (one desktop each); :func:`waves` cuts a request's
 episodes accordingly.
@@ -31,7 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rla_core.envs.base import StepResult
+from rla_core.envs.base import EnvErrorKind, StepResult
 from rla_core.envs.desktop.desktop import Desktop
 from rla_core.envs.desktop.pool import DesktopPool
 from rla_core.envs.osworld import observe
@@ -43,7 +47,7 @@ from rla_core.envs.osworld.tasks import (
     instruction,
     missing_files,
 )
-from rla_core.errors import RlaError
+from rla_core.errors import EnvironmentFault, RlaError
 
 log = logging.getLogger(__name__)
 ACQUIRE_TIMEOUT_S = 600.0
@@ -72,6 +76,7 @@ class OsworldEpisode:
         self.won = False
         self.score: float | None = None
         self.failure: str | None = None
+        self.fault: EnvironmentFault | None = None  # set when our machinery failed (the episode is env_error)
         self._episode_id = episode_id
         self._observation = ""
         self._actions: list[str] = []
@@ -82,14 +87,29 @@ class OsworldEpisode:
     # -- state -------------------------------------------------------------------------------
     def _reset(self) -> None:
         try:
-            self._observe(self._denv.reset(task_config=desktop_task(self.spec)))
-        except Exception as exc:  # a desktop or set-up failure: the episode fails, the stage goes on
-            self._fail(f"set-up failed: {exc}")
+            obs = self._denv.reset(task_config=desktop_task(self.spec))
+        except RlaError:
+            raise  # ours, on purpose (a bad task): fails the stage through _wait
+        except (
+            Exception
+        ) as exc:  # OSWorld's set-up raises anything; before the first action it is never the policy's
+            self._fail(f"set-up failed: {exc}", EnvErrorKind.SETUP)
+            return
+        self._observe(obs)  # our code: a bug here fails the stage through _wait
 
     def _wait(self) -> None:
+        """Wait for the set-up; raise the episode's EnvironmentFault once the environment failed."""
         if self._ready is not None:
             ready, self._ready = self._ready, None
             ready.result()
+        if self.fault is not None:
+            raise self.fault
+
+    def _machinery(self, kind: EnvErrorKind) -> EnvErrorKind:
+        """The kind of a failure: ``kind`` while the desktop is healthy, else what of it broke."""
+        if self.desktop is None or not self.desktop.running():
+            return EnvErrorKind.DESKTOP
+        return kind if self.desktop.healthy() else EnvErrorKind.DESKTOP_SERVER
 
     def _observe(self, obs: dict[str, Any]) -> None:
         tree = obs.get("accessibility_tree") or ""
@@ -104,12 +124,15 @@ class OsworldEpisode:
             path.write_bytes(bytes(shot))
             self.screenshots.append(str(path))
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, kind: EnvErrorKind) -> EnvironmentFault:
+        """Our machinery failed: end the episode as an environment error (the desktop is reset on close)."""
         log.warning("OSWorld task %s: %s", self.spec["id"], reason)
         self.failure = reason
         self.done, self.won = True, False
-        self._observation = f"The desktop stopped responding; the episode failed. ({reason})"
+        self._observation = f"The desktop stopped responding. ({reason})"
         self._actions = []
+        self.fault = EnvironmentFault(self._machinery(kind), f"OSWorld task {self.spec['id']}: {reason}")
+        return self.fault
 
     @property
     def observation(self) -> str:
@@ -145,27 +168,34 @@ class OsworldEpisode:
         if self.done:
             return StepResult(observation=self._observation, done=True, won=self.won)
         self.history.append(action)
-        try:
-            if action in self._actions:
-                code = observe.compile_action(action, self.elements)
+        if action in self._actions:
+            code = observe.compile_action(action, self.elements)
+            try:
                 obs, _reward, _done, _info = self._denv.step(code, pause=self.env.step_pause_s)
-                self._observe(obs)
-                note = ""
-            else:
-                note = f"'{action}' is not one of the listed actions; nothing happened.\n"
-            if action in ("DONE", "FAIL") or len(self.history) >= self.env.max_steps:
-                self._evaluate()
-        except RlaError:
-            raise
-        except Exception as exc:
-            self._fail(f"step failed: {exc}")
-            return StepResult(observation=self._observation, done=True, won=False)
+            except RlaError:
+                raise
+            except Exception as exc:  # the desktop (X server, in-desktop server) failed under the action
+                raise self._fail(f"step failed: {exc}", EnvErrorKind.DESKTOP_SERVER) from exc
+            self._observe(obs)
+            note = ""
+        else:
+            note = f"'{action}' is not one of the listed actions; nothing happened.\n"
+        if action in ("DONE", "FAIL") or len(self.history) >= self.env.max_steps:
+            self._evaluate()
         return StepResult(observation=note + self._observation, done=self.done, won=self.won)
 
     def _evaluate(self) -> None:
         try:
             self.score = float(self._denv.evaluate())
-        except Exception as exc:  # an evaluator that cannot read its state scores 0 (as a missing file does)
+        except RlaError:
+            raise
+        except Exception as exc:
+            # The rule (docs/environment-errors.md): on a healthy desktop a getter or metric that cannot read
+            # its state reads the state the agent left (a file it deleted or never wrote): the policy's 0, as
+            # OSWorld scores it; else a policy could escape -1 by breaking what the evaluator reads. On a
+            # desktop that died or stopped answering, the evaluation measured nothing: ours.
+            if self.desktop is None or not self.desktop.healthy():
+                raise self._fail(f"evaluation failed: {exc}", EnvErrorKind.DESKTOP_SERVER) from exc
             log.warning("OSWorld task %s: evaluation raised %r; scored 0", self.spec["id"], exc)
             self.score = 0.0
         self.done, self.won = True, self.score > 0
@@ -183,7 +213,9 @@ class OsworldEpisode:
     def close(self) -> None:
         """Give the desktop back: ``DesktopEnv.reset`` reverts it before its next task (a failed one now)."""
         try:
-            self._wait()
+            if self._ready is not None:  # the set-up records its failures; what it raises is a bug of ours
+                ready, self._ready = self._ready, None
+                ready.result()
         finally:
             if self.desktop is not None:
                 desktop, self.desktop = self.desktop, None
@@ -250,7 +282,10 @@ class OsworldEnv:
         for denv in self._envs.values():
             try:
                 denv.close()  # unregisters it from the provider; the pool stops the desktop
-            except Exception as exc:
+            except (
+                Exception
+            ) as exc:  # kept broad: closing after the episodes were recorded; nothing to record
+                # any more, and one desktop that cannot close must not keep the pool from stopping the others
                 log.warning("closing a DesktopEnv raised %r", exc)
         self._envs.clear()
         self.pool.close()
@@ -280,6 +315,9 @@ class OsworldEnv:
         """Open ``spec`` and play ``actions`` until done (the caller closes the episode)."""
         episode = self.open(spec, seed=0)
         for action in actions:
-            if episode.step(action).done:
-                break
+            try:
+                if episode.step(action).done:
+                    break
+            except EnvironmentFault:
+                break  # episode.failure says why (a solution check reads it)
         return episode
