@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from flows.runs import execute_run
-from flows.study import open_study, run_study
+from flows.study import open_study, run_study, summary_markdown
 from rla_core.config import load_config
 from rla_core.store import ArtifactStore
 
@@ -60,7 +60,7 @@ def main() -> int:
     )
     for row in timings.iter_rows(named=True):
         print(f"  {row['metric']}: {row['value']:.1f} s")
-    print(summary.markdown())
+    print(summary_markdown(summary))
     return 0 if wall <= TARGET_S else 1
 
 

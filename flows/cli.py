@@ -358,7 +358,7 @@ def study(
     """Run (or continue) an ablation study: arms × seeds, each an ordinary resumable run."""
 
     def body() -> None:
-        from flows.study import open_study, parse_arms, parse_seeds, read_study, run_study
+        from flows.study import open_study, parse_arms, parse_seeds, read_study, run_study, summary_markdown
 
         overrides = [*(set_ or ()), *([f"artifact_root={root}"] if root else [])]
         given = config is not None or preset is not None or bool(set_)
@@ -373,7 +373,7 @@ def study(
             seeds=parse_seeds(seeds) if seeds else None,
         )  # fmt: skip
         summary = run_study(store, spec, say=_say)
-        out.print(summary.markdown(), highlight=False, soft_wrap=True)
+        out.print(summary_markdown(summary), highlight=False, soft_wrap=True)
 
     _guard(body)
 

@@ -5,7 +5,7 @@ reward model's step accuracy and outcome agreement, update health (KL, clip frac
 zero-advantage share), the task pool (active / pending / accepted / rejected, difficulty knobs) and
 time per stage. A study report overlays the arms (mean over seeds, with the t-interval band when there
 are several seeds) and shows the Table-1-style summary, with every pair of arms compared paired by seed
-(table ``pairs``, :func:`flows.study.paired_comparisons`). plotly.js is inlined once, so the file opens
+(table ``pairs``, :func:`rla_core.algo.study.paired_comparisons`). plotly.js is inlined once, so the file opens
 offline. Each figure is a ``<div class="rla-figure" id="fig-<name>">``; the figures and the HTML are
 also logged to the run's (or study's) MLflow run as artifacts under ``report/``.
 
@@ -26,18 +26,9 @@ from typing import Any
 
 import polars as pl
 
-from flows.study import (
-    CLEAN,
-    EVAL_HIGH,
-    EVAL_LOW,
-    EVAL_RATE,
-    StudySummary,
-    refresh_study,
-    require_study,
-    run_metrics,
-    summary_tables,
-)
+from flows.study import refresh_study, require_study, run_metrics, summary_tables
 from rla_core.algo.stats import mean_interval
+from rla_core.algo.study import CLEAN, EVAL_HIGH, EVAL_LOW, EVAL_RATE, StudySummary
 from rla_core.config import Setting
 from rla_core.errors import UsageError
 from rla_core.store import ArtifactStore, publish_file

@@ -17,31 +17,28 @@ built once (:func:`summary_tables`) and rendered both to ``summary.md`` and to t
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from flows.runs import find_frame, require_run
-from rla_core.algo.episodes import is_env_error, played
+from rla_core.algo.episodes import played
 from rla_core.algo.metrics import clean_wins
 from rla_core.algo.stats import (
     MIN_SEEDS_TO_LEARN,
-    Change,
     Interval,
-    PairedComparison,
-    Proportion,
     interval_verdict,
     proportion_text,
     wilson_interval,
 )
+from rla_core.algo.study import CLEAN, EVAL_EPISODES, SUCCESS, PairSummary, StudySummary, summarize
 from rla_core.config import RunConfig, apply_overrides, build_config, upgrade_stored_config
 from rla_core.errors import ArtifactError, ConfigError, RunNotFoundError
 from rla_core.schemas import empty_frame, validate
@@ -79,32 +76,6 @@ WALLTIME_DIR = "walltime"  # one Parquet file (artifact study_walltime) per fini
 LEGACY_WALLTIME_FILE = "walltime.json"
 
 
-@dataclass(frozen=True)
-class HeldOut:
-    """One held-out success measure and its names in the long metric frames (with its Wilson interval)."""
-
-    title: str
-    successes: str
-    rate: str
-    low: str
-    high: str
-
-
-# Names in the long metric frames (besides every stage metric in the manifests).
-EVAL_EPISODES = "eval/episodes"
-SUCCESS = HeldOut(
-    "held-out success", "eval/successes", "eval/success_rate", "eval/success_low", "eval/success_high"
-)
-# Won without one invalid answer (rla_core.algo.metrics.clean_wins): success if an invalid answer ended the episode.
-CLEAN = HeldOut(
-    "held-out clean success (won with no invalid answer)",
-    "eval/clean_successes",
-    "eval/clean_success_rate",
-    "eval/clean_success_low",
-    "eval/clean_success_high",
-)
-HELD_OUT = (SUCCESS, CLEAN)
-EVAL_SUCCESSES, EVAL_RATE, EVAL_LOW, EVAL_HIGH = SUCCESS.successes, SUCCESS.rate, SUCCESS.low, SUCCESS.high
 POOL_STATUSES = ("active", "pending", "accepted", "rejected")
 DIFFICULTY_KEYS = ("quest_length", "nb_objects", "world_size")
 
@@ -327,75 +298,6 @@ def read_study_frame(store: ArtifactStore, study_id: str) -> pl.DataFrame | None
     return None if data is None else validate("study", pl.read_parquet(io.BytesIO(data)), where=study_id)
 
 
-@dataclass(frozen=True)
-class SeedResult:
-    """One run of a study: held-out success at iteration 0 and at its last evaluation, with Wilson intervals."""
-
-    arm: str
-    seed: int
-    run_id: str
-    last_iteration: int
-    before: Proportion | None  # successes of episodes at iteration 0, Wilson interval
-    end: Proportion | None  # the same at the last evaluated iteration
-    clean_before: Proportion | None  # the same for wins without an invalid answer
-    clean_end: Proportion | None
-    step_acc: tuple[float, float] | None  # first and last judged iteration
-    outcome_agreement: tuple[float, float] | None
-    accepted: float
-    compute_s: float  # stage compute time without the (shared, cached) warm start
-    wall_s: float | None = None  # wall time of the `rla study` sittings that ran it
-
-
-@dataclass(frozen=True)
-class ArmSummary:
-    arm: str
-    seeds: int
-    success: Change  # held-out success
-    clean: Change  # held-out clean success (wins without an invalid answer)
-    step_acc_start: Interval
-    step_acc_end: Interval
-    agreement_start: Interval
-    agreement_end: Interval
-    accepted: Interval
-    compute_s: Interval
-    wall_s: Interval
-
-    @property
-    def learns(self) -> bool:
-        """Held-out success at the end exceeds iteration 0 by more than the 95 % interval over seeds."""
-        return self.success.learns
-
-
-@dataclass(frozen=True)
-class PairSummary:
-    """Two arms of a study compared paired by seed: ``arm − baseline`` (:class:`PairedComparison`)."""
-
-    arm: str
-    baseline: str
-    seeds: tuple[int, ...]  # the seeds paired, in the study's order
-    comparison: PairedComparison
-
-    @property
-    def episodes(self) -> int:
-        """Paired episodes behind the episode view (0 when it was not computed)."""
-        return len(self.comparison.episodes.values)
-
-
-@dataclass(frozen=True)
-class StudySummary:
-    study_id: str
-    arms: list[ArmSummary]
-    seeds: list[SeedResult] = field(default_factory=list)
-    pairs: list[PairSummary] = field(default_factory=list)
-
-    def markdown(self) -> str:
-        """The Table-1-style summary (and per-run Wilson intervals) as Markdown: :func:`summary_tables`."""
-        parts: list[str] = []
-        for table in summary_tables(self):
-            parts += [table.caption, "", *markdown_table(table.frame), ""]
-        return "\n".join(parts)
-
-
 CLEAN_EXPLAINED = (
     "an episode counts only if it was won without a single invalid answer. Under the spec's fallback an "
     "invalid answer still plays an action (index 0, or an out-of-range index clamped to the last action), "
@@ -500,6 +402,14 @@ def summary_tables(summary: StudySummary) -> list[SummaryTable]:
     ]
 
 
+def summary_markdown(summary: StudySummary) -> str:
+    """The Table-1-style summary (and per-run Wilson intervals) as Markdown: :func:`summary_tables`."""
+    parts: list[str] = []
+    for table in summary_tables(summary):
+        parts += [table.caption, "", *markdown_table(table.frame), ""]
+    return "\n".join(parts)
+
+
 def markdown_table(frame: pl.DataFrame) -> list[str]:
     """A frame as the lines of a Markdown table (header, rule, one line per row; ``|`` escaped)."""
 
@@ -509,172 +419,12 @@ def markdown_table(frame: pl.DataFrame) -> list[str]:
     return [row(frame.columns), "|" + "---|" * frame.width, *(row(r) for r in frame.rows())]
 
 
-def _first_last(series: dict[int, float]) -> tuple[float, float] | None:
-    if not series:
-        return None
-    keys = sorted(series)
-    return series[keys[0]], series[keys[-1]]
-
-
-def _series(sub: pl.DataFrame, metric: str) -> dict[int, float]:
-    rows = sub.filter(pl.col("metric") == metric)
-    return dict(zip(rows["iteration"].to_list(), rows["value"].to_list(), strict=True))
-
-
-def _eval_point(sub: pl.DataFrame, it: int | None, measure: HeldOut = SUCCESS) -> Proportion | None:
-    """Successes of episodes with the stored Wilson interval at iteration ``it``, if it was evaluated."""
-    if it is None:
-        return None
-    names = (measure.successes, EVAL_EPISODES, measure.low, measure.high)
-    values = [_series(sub, m).get(it) for m in names]
-    if any(v is None for v in values):
-        return None
-    wins, eps, low, high = (float(v or 0.0) for v in values)
-    return Proportion(int(wins), int(eps), low, high)
-
-
-def seed_results(frame: pl.DataFrame) -> list[SeedResult]:
-    """One :class:`SeedResult` per run in a study frame."""
-    out = []
-    for (arm, seed, run_id), sub in frame.group_by(["arm", "seed", "run_id"], maintain_order=True):
-        evaluated = sorted(_series(sub, EVAL_SUCCESSES))
-        last = evaluated[-1] if evaluated and evaluated[-1] > 0 else None
-        # The warm start is cached and shared across a study's runs: only the loop's stages count here.
-        timings = sub.filter(
-            pl.col("metric").str.starts_with("timing_s/") & (pl.col("metric") != "timing_s/bootstrap")
-        )
-        accepted = _series(sub, "env/pool_accepted")
-        out.append(
-            SeedResult(
-                arm=str(arm),
-                seed=int(seed),
-                run_id=str(run_id),
-                last_iteration=last or 0,
-                before=_eval_point(sub, 0),
-                end=_eval_point(sub, last),
-                clean_before=_eval_point(sub, 0, CLEAN),
-                clean_end=_eval_point(sub, last, CLEAN),
-                step_acc=_first_last(_series(sub, "reward_model/step_accuracy")),
-                outcome_agreement=_first_last(_series(sub, "reward_model/outcome_agreement")),
-                accepted=accepted[max(accepted)] if accepted else 0.0,
-                compute_s=float(timings["value"].sum()),
-            )
-        )
-    return out
-
-
-# One episode of an evaluation: the same game, episode seed and sampling seed in every run of one seed.
-EVAL_KEY = ("task_id", "rollout_id")
-EpisodeReader = Callable[[str, int], pl.DataFrame | None]  # (run id, iteration) → its 'eval' frame
-
-
 def read_eval(store: ArtifactStore, run_id: str, iteration: int) -> pl.DataFrame | None:
     """The 'eval' frame a run committed at ``iteration`` (from the stage that wrote it), or None."""
     for (_, stage), manifest in store.committed(run_id, iteration).items():
         if "eval" in manifest.frames:
             return store.read_frame(run_id, iteration, stage, "eval")
     return None
-
-
-def episode_wins(evals: pl.DataFrame, *, where: str) -> dict[tuple[str, int], int | None]:
-    """(task_id, rollout_id) → 1 if the episode was won (outcome > 0), else 0, and None when its environment
-    failed (env_error: no outcome, docs/environment-errors.md); ArtifactError on duplicates."""
-    duplicated = int(evals.select(EVAL_KEY).is_duplicated().sum())
-    if duplicated:
-        raise ArtifactError(
-            f"the 'eval' frame of {where} has {duplicated} rows sharing a (task_id, rollout_id): its episodes "
-            "cannot be paired with another arm's; re-run that evaluation (`rla resume RUN_ID --from-stage "
-            "evaluate --iteration N`)"
-        )
-    won = evals.select(
-        pl.when(is_env_error(evals)).then(None).otherwise((pl.col("outcome") > 0).cast(pl.Int64)).alias("won")
-    )["won"].to_list()
-    keys = zip(evals["task_id"].to_list(), evals["rollout_id"].to_list(), strict=True)
-    return dict(zip(keys, won, strict=True))
-
-
-def episode_differences(
-    arm: dict[tuple[str, int], int | None],
-    baseline: dict[tuple[str, int], int | None],
-    *,
-    arm_where: str,
-    baseline_where: str,
-) -> list[float]:
-    """Per episode, win(arm) − win(baseline), in (task_id, rollout_id) order; the two must hold the same episodes.
-
-    An episode in env_error (None) in either run is dropped from both. ArtifactError when either holds an
-    episode the other lacks (counts and an example of each).
-    """
-    only_arm, only_baseline = sorted(arm.keys() - baseline.keys()), sorted(baseline.keys() - arm.keys())
-    if only_arm or only_baseline:
-
-        def example(keys: list[tuple[str, int]]) -> str:
-            return f" (e.g. task {keys[0][0]!r} rollout {keys[0][1]})" if keys else ""
-
-        raise ArtifactError(
-            f"cannot pair the held-out episodes of {arm_where} and {baseline_where}: {len(only_arm)} episode(s) "
-            f"only in the first{example(only_arm)}, {len(only_baseline)} only in the second"
-            f"{example(only_baseline)}; the runs of one seed must evaluate the same held-out tasks with the "
-            "same evaluation settings (the study's base config), so that they play the same episodes"
-        )
-    out = []
-    for k in sorted(arm):
-        a, b = arm[k], baseline[k]
-        if a is not None and b is not None:
-            out.append(float(a - b))
-    return out
-
-
-def paired_comparisons(
-    seeds: Sequence[SeedResult], arms: Sequence[str], *, episodes: EpisodeReader | None = None
-) -> list[PairSummary]:
-    """Every pair of arms, paired by seed: ``arm − baseline`` for each arm against every earlier one.
-
-    Runs of one seed share the warm start and play the same evaluation episodes (one evaluation seed per
-    run seed, :func:`tasks.evaluate.eval_seed`), so their difference is measured without the luck of two
-    draws. A seed is paired when both runs were evaluated at iteration 0 and their last evaluations are at
-    the same iteration (a half-finished study compares only what both runs reached). ``episodes`` (run id,
-    iteration → its 'eval' frame) adds the second view, per-episode differences at the end pooled over
-    seeds; episodes pair by (task_id, rollout_id), and an ArtifactError says so when two runs of one seed
-    did not play the same episodes.
-    """
-    by_key = {(s.arm, s.seed): s for s in seeds}
-    wins_of: dict[tuple[str, int], dict[tuple[str, int], int | None]] = {}
-
-    def wins(s: SeedResult) -> dict[tuple[str, int], int | None]:
-        key = (s.run_id, s.last_iteration)
-        if key not in wins_of:
-            assert episodes is not None
-            evals = episodes(s.run_id, s.last_iteration)
-            where = f"run {s.run_id} (iteration {s.last_iteration})"
-            if evals is None:
-                raise ArtifactError(
-                    f"{where} has evaluation metrics but no committed 'eval' frame; `rla status {s.run_id}` "
-                    "shows its stages"
-                )
-            wins_of[key] = episode_wins(evals, where=where)
-        return wins_of[key]
-
-    out = []
-    for i, baseline in enumerate(arms):
-        for arm in arms[i + 1 :]:
-            points, diffs, paired = [], [], []
-            for a in (s for s in seeds if s.arm == arm):
-                b = by_key.get((baseline, a.seed))
-                if b is None or a.before is None or a.end is None or b.before is None or b.end is None:
-                    continue
-                if a.last_iteration != b.last_iteration:
-                    continue
-                points.append(((a.before, a.end), (b.before, b.end)))
-                paired.append(a.seed)
-                if episodes is not None:
-                    diffs.append(
-                        episode_differences(
-                            wins(a), wins(b), arm_where=f"run {a.run_id}", baseline_where=f"run {b.run_id}"
-                        )
-                    )
-            out.append(PairSummary(arm, baseline, tuple(paired), PairedComparison.of(points, diffs)))
-    return out
 
 
 PAIR_METHOD_SEEDS = "t over seeds"
@@ -724,50 +474,6 @@ def read_pairs_frame(store: ArtifactStore, study_id: str) -> pl.DataFrame | None
     )
 
 
-def summarize(
-    study_id: str,
-    frame: pl.DataFrame,
-    arms: Sequence[str],
-    *,
-    wall_s: dict[str, float] | None = None,
-    episodes: EpisodeReader | None = None,
-) -> StudySummary:
-    """The Table-1-style summary of a study frame: per arm, intervals over seeds; per pair of arms, the
-    paired comparison (:func:`paired_comparisons`).
-
-    ``wall_s`` (run id → seconds of wall time, :func:`read_walltimes`) adds the wall time per run;
-    ``episodes`` (run id, iteration → 'eval' frame, e.g. :func:`read_eval`) the episode view of the pairs.
-    """
-    seeds = [dataclasses.replace(s, wall_s=(wall_s or {}).get(s.run_id)) for s in seed_results(frame)]
-    out = []
-    for arm in arms:
-        mine = [s for s in seeds if s.arm == arm]
-        full = [s for s in mine if s.before is not None and s.end is not None]
-        success = [(s.before, s.end) for s in full if s.before is not None and s.end is not None]
-        clean = [
-            (s.clean_before, s.clean_end)
-            for s in full
-            if s.clean_before is not None and s.clean_end is not None
-        ]
-        out.append(
-            ArmSummary(
-                arm=arm,
-                seeds=len(full),
-                success=Change.of(success),
-                clean=Change.of(clean),
-                step_acc_start=Interval.of([s.step_acc[0] for s in full if s.step_acc]),
-                step_acc_end=Interval.of([s.step_acc[1] for s in full if s.step_acc]),
-                agreement_start=Interval.of([s.outcome_agreement[0] for s in full if s.outcome_agreement]),
-                agreement_end=Interval.of([s.outcome_agreement[1] for s in full if s.outcome_agreement]),
-                accepted=Interval.of([s.accepted for s in full]),
-                compute_s=Interval.of([s.compute_s for s in full]),
-                wall_s=Interval.of([s.wall_s for s in full if s.wall_s is not None]),
-            )
-        )
-    pairs = paired_comparisons(seeds, arms, episodes=episodes)
-    return StudySummary(study_id=study_id, arms=out, seeds=seeds, pairs=pairs)
-
-
 def refresh_study(store: ArtifactStore, spec: StudySpec) -> tuple[pl.DataFrame, StudySummary]:
     """Rebuild study.parquet, pairs.parquet and summary.md from the runs' artifacts and wall-time rows;
     returns the frame and the summary."""
@@ -783,7 +489,7 @@ def refresh_study(store: ArtifactStore, spec: StudySpec) -> tuple[pl.DataFrame, 
     buf = io.BytesIO()
     pairs_frame(spec.study_id, summary.pairs).write_parquet(buf)
     store.write_run_file(spec.study_id, PAIRS_FRAME, buf.getvalue())
-    store.write_run_file(spec.study_id, SUMMARY_FILE, summary.markdown().encode())
+    store.write_run_file(spec.study_id, SUMMARY_FILE, summary_markdown(summary).encode())
     return frame, summary
 
 

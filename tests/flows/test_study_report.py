@@ -16,16 +16,12 @@ import polars as pl
 import pytest
 
 from flows.study import (
-    EVAL_RATE,
     PAIRS_FRAME,
     STUDY_FILE,
     STUDY_FRAME,
     SUMMARY_FILE,
     WALLTIME_DIR,
     StudySpec,
-    StudySummary,
-    episode_differences,
-    episode_wins,
     read_eval,
     read_pairs_frame,
     read_walltimes,
@@ -33,11 +29,12 @@ from flows.study import (
     refresh_study,
     run_id_for,
     study_frame,
-    summarize,
+    summary_markdown,
     summary_tables,
     walltime_frame,
 )
 from rla_core.algo.stats import proportion, proportion_text, wilson_interval
+from rla_core.algo.study import EVAL_RATE, StudySummary, episode_differences, episode_wins, summarize
 from rla_core.errors import ArtifactError
 from rla_core.schemas import validate
 from rla_core.store import ArtifactStore
@@ -409,7 +406,7 @@ def test_summary_tables_are_rendered_cell_for_cell(tmp_path: Path) -> None:
     )
     assert tables["arms"]["arm"].to_list() == ["full", "policy", "reward"]
     # Both renderings show these cells and nothing else.
-    assert_rendered_cell_for_cell(summary, summary.markdown(), summary_html(summary))
+    assert_rendered_cell_for_cell(summary, summary_markdown(summary), summary_html(summary))
 
 
 def test_wall_times_are_appended_rows_and_old_json_is_still_read(tmp_path: Path) -> None:
