@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import shutil
 import socket
 from collections.abc import Callable
@@ -168,7 +169,7 @@ def _models(cfg: RunConfig) -> list[Problem]:
         ref = getattr(cfg.models, role)
         if ref is None:
             continue
-        problems += _catch(f"models.{role}", lambda ref=ref: check_model_ref(ref))
+        problems += _catch(f"models.{role}", functools.partial(check_model_ref, ref))
     return problems
 
 
