@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from flows.preflight import changed_task_files
+from flows.runs import load_run_config
 from rla_core.config import PRESETS, load_config
 from rla_core.errors import PREFLIGHT_EXIT_CODE
 from rla_core.preflight import Severity
@@ -309,3 +310,24 @@ def test_config_check_of_a_paper_preset_names_what_this_machine_lacks(place: Pat
     assert code == PREFLIGHT_EXIT_CODE
     _error(lines, "models.policy", "is incomplete")
     _error(lines, "models.serving.interpreter", "is not an executable python")
+
+
+def test_stages_record_the_task_file_they_were_keyed_on(base_run: tuple[Path, str]) -> None:
+    from rla_core.settings import file_digest
+
+    root, run_id = base_run
+    store = ArtifactStore(str(root))
+    cfg = load_run_config(store, run_id)
+    reads = {
+        (it, stage): m.extra[READ_FILE_KEY]
+        for (it, stage), m in store.committed(run_id).items()
+        if READ_FILE_KEY in m.extra
+    }
+    train = {"path": cfg.textgame.tasks, "sha256": file_digest(cfg.textgame.tasks)}
+    held_out = {"path": cfg.textgame.eval_tasks, "sha256": file_digest(cfg.textgame.eval_tasks)}
+    evaluations = {(it, "evaluate") for it, stage in reads if stage == "evaluate"}
+    assert (
+        len(evaluations) == cfg.iterations + 1
+    )  # test preset: evaluated before training and after each iteration
+    assert reads == {(0, "seed_tasks"): train, (0, "bootstrap"): train} | {k: held_out for k in evaluations}
+    assert changed_task_files(store, cfg, run_id, accept=False) == []
