@@ -17,7 +17,9 @@ import torch
 
 from rla_core.config import LoraConfig, TrainConfig
 from rla_core.models.bootstrap import ensure_tiny_model
-from rla_core.models.trainer import Placement, rl_update, sft
+from rla_core.models.launch import Placement
+from rla_core.models.sft import sft
+from rla_core.models.update import rl_update
 
 N_ROWS = 64
 

@@ -34,7 +34,7 @@ from rla_core.config import LoraConfig, SamplingConfig, TrainConfig
 from rla_core.models.bootstrap import ensure_tiny_model, ensure_tiny_vl_model
 from rla_core.models.generator import TransformersGenerator
 from rla_core.models.multimodal import ImagePrompt, Prompt
-from rla_core.models.trainer import rl_update
+from rla_core.models.update import rl_update
 
 REPO = Path(__file__).resolve().parents[1]
 N_PROMPTS = 16

@@ -33,7 +33,8 @@ from safetensors.torch import load_file
 
 from rla_core.config import load_config
 from rla_core.models.bootstrap import ensure_tiny_model
-from rla_core.models.trainer import Placement, rl_update
+from rla_core.models.launch import Placement
+from rla_core.models.update import rl_update
 
 
 def _rows(n: int) -> pl.DataFrame:

@@ -19,7 +19,7 @@ What it does:
    models' numerics, not two resize implementations;
 2. 8 rows: 4 fixed image prompts (1 or 2 screens, formatted with :class:`VisionProcessor` and the chat
    template, as a rollout records them) with fixed continuations, and the same 4 with their screens
-   swapped for other ones; the reference is :func:`rla_core.models.trainer.token_logprobs` (the update's
+   swapped for other ones; the reference is :func:`rla_core.models.logprobs.token_logprobs` (the update's
    own log-probabilities: transformers, fp32, on the CPU);
 3. checks that the vLLM interpreter sees a CUDA GPU; on a machine without one it stops here, exit 2;
 4. serves the checkpoint exactly as a stage does (:meth:`VllmServer.start`: the verbatim chat template for
@@ -147,7 +147,7 @@ def _reference(ckpt: Path, rows: list[dict[str, Any]]) -> None:
     import polars as pl
     from transformers import AutoTokenizer
 
-    from rla_core.models.trainer import token_logprobs
+    from rla_core.models.logprobs import token_logprobs
 
     frame = pl.DataFrame({
         "prompt": [r["prompt"] for r in rows], "response": [r["continuation"] for r in rows],

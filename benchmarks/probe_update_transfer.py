@@ -21,7 +21,8 @@ import torch
 from probe_action_shares import action_flags  # a sibling script: run these as files, not as modules
 
 from rla_core.config import LoraConfig, TrainConfig
-from rla_core.models.trainer import response_logprobs, rl_update
+from rla_core.models.logprobs import response_logprobs
+from rla_core.models.update import rl_update
 
 
 def _iterations(text: str) -> list[int]:

@@ -6,6 +6,7 @@ Errors print one line and exit non-zero; set ``RLA_DEBUG=1`` for the traceback. 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -13,12 +14,13 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+import yaml
 from rich.console import Console
 from rich.table import Table
 
 from flows import signals
 from flows.process_env import apply_process_defaults
-from rla_core.config import RunConfig, load_config
+from rla_core.config import RunConfig, load_config, resolve_config
 from rla_core.errors import PREFLIGHT_EXIT_CODE, PreflightError, RlaError
 
 app = typer.Typer(
@@ -84,7 +86,8 @@ def _store(root: str) -> Any:
 
 
 def _say(message: str) -> None:
-    console.print(message, highlight=False)
+    # One message, one line, whatever the terminal's width: schedulers' logs are grepped (artifacts=…).
+    console.print(message, highlight=False, soft_wrap=True)
 
 
 def _preflight(cfg: RunConfig, *, run: tuple[Any, str] | None = None, reconfigure: bool = False) -> None:
@@ -114,12 +117,13 @@ def run(
     def body() -> None:
         from flows.runs import execute_run, new_run_id
 
-        cfg = load_config(config, preset=preset, overrides=tuple(set_ or ()))
+        resolved = resolve_config(config, preset=preset, overrides=tuple(set_ or ()))
+        cfg = resolved.config
         rid = run_id or new_run_id()
         store = _store(cfg.artifact_root)
         existing = rid in store.list_runs()
         _preflight(cfg, run=(store, rid) if existing else None, reconfigure=reconfigure)
-        execute_run(cfg, rid, reconfigure=reconfigure, existing=existing, say=_say)
+        execute_run(cfg, rid, reconfigure=reconfigure, existing=existing, say=_say, origins=resolved.origins)
 
     _guard(body)
 
@@ -444,9 +448,46 @@ def report(
 
 
 config_app = typer.Typer(
-    no_args_is_help=True, help="Configurations: check one before a run (`rla config check`)."
+    help="Inspect a configuration without running it: `rla config show` prints what a run would use, "
+    "`rla config check` whether everything it names is in place.",
+    no_args_is_help=True,
 )
 app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    preset: Annotated[str | None, typer.Option(help="Base preset (default: default).")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a key: --set rollout.max_steps=12.")
+    ] = None,
+    diff: Annotated[
+        bool,
+        typer.Option(
+            "--diff",
+            help="Only the keys that differ from the embedded default, each with where it came from.",
+        ),
+    ] = False,
+) -> None:
+    """Print the effective configuration as YAML: exactly what `rla run` with the same options would use."""
+
+    def body() -> None:
+        from rla_core.config import resolve_config
+
+        resolved = resolve_config(config, preset=preset, overrides=tuple(set_ or ()))
+        if diff:
+            lines = [
+                f"{key}: {json.dumps(value)}  # {origin}" for key, value, origin in resolved.non_default()
+            ]
+            out.print("\n".join(lines) or "# same as the embedded default", highlight=False, soft_wrap=True)
+        else:
+            text = yaml.safe_dump(
+                resolved.config.model_dump(mode="json"), sort_keys=False, allow_unicode=True
+            )
+            out.print(text.rstrip("\n"), highlight=False, soft_wrap=True, markup=False)
+
+    _guard(body)
 
 
 @config_app.command("check")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rla_core.config import RunConfig, build_config, speed_only, upgrade_stored_config
+from rla_core.config import RunConfig, build_config, diff_from_defaults, speed_only, upgrade_stored_config
 from rla_core.errors import ConfigError, RunNotFoundError
 from rla_core.stage_inputs import Role, StageName
 from rla_core.store import ArtifactStore
@@ -210,12 +211,32 @@ def require_run(store: ArtifactStore, run_id: str, *, where: str | None = None) 
         )
 
 
+def non_default_line(cfg: RunConfig, origins: Mapping[str, str] | None = None) -> str:
+    """One line naming every key of ``cfg`` that differs from the embedded default (``rla config show --diff``)."""
+    changed = diff_from_defaults(cfg)
+    if not changed:
+        return "config: the embedded default (`rla config show` prints it)"
+    where = origins or {}
+    keys = ", ".join(
+        f"{key}={json.dumps(value)}" + (f" ({where[key]})" if key in where else "") for key, value in changed
+    )
+    return f"config: {len(changed)} keys differ from the embedded default: {keys}"
+
+
 def execute_run(
-    cfg: RunConfig, run_id: str, *, reconfigure: bool, existing: bool, say: Callable[[str], None] = print
+    cfg: RunConfig,
+    run_id: str,
+    *,
+    reconfigure: bool,
+    existing: bool,
+    say: Callable[[str], None] = print,
+    origins: Mapping[str, str] | None = None,
 ) -> None:
     """Check, lock and record the run, open its MLflow run, and run the training-loop flow.
 
-    Nothing is written before the MLflow URI and the config change have been checked.
+    Nothing is written before the MLflow URI and the config change have been checked. The first line
+    said names the run, its artifacts and its MLflow store; the second the keys that differ from the
+    embedded default (with where each came from, when ``origins`` tells it).
     """
     from flows.loop import training_loop
     from flows.prefect_server import start_ephemeral_server
@@ -254,6 +275,7 @@ def execute_run(
             f"run {run_id}: setting={cfg.setting} iterations={cfg.iterations} "
             f"artifacts={location} mlflow={mlflow_uri} (MLflow run {tracker.mlflow_run_id})"
         )
+        say(non_default_line(cfg, origins))
         start_ephemeral_server()
         try:
             training_loop(RunContext(run_id=run_id, config=cfg, tracker=tracker))

@@ -41,7 +41,7 @@ from rla_core.algo.stats import (
     proportion_text,
     wilson_interval,
 )
-from rla_core.config import RunConfig, build_config, parse_override, upgrade_stored_config
+from rla_core.config import RunConfig, apply_overrides, build_config, upgrade_stored_config
 from rla_core.errors import ArtifactError, ConfigError, RunNotFoundError
 from rla_core.schemas import empty_frame, validate
 from rla_core.stage_inputs import StageName
@@ -146,20 +146,9 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    node = data
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[leaf] = value
-
-
 def arm_config(base: dict[str, Any], arm: str, seed: int) -> RunConfig:
     """The run config of one (arm, seed): the base config, the arm's switches, ``seed``."""
-    data = json.loads(json.dumps(base))
-    for text in ARMS[arm]:
-        key, value = parse_override(text)
-        _set_dotted(data, key, value)
+    data = apply_overrides(json.loads(json.dumps(base)), ARMS[arm])
     data["seed"] = seed
     return build_config(upgrade_stored_config(data))
 

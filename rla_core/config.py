@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
@@ -71,6 +72,73 @@ class GuiEngine(StrEnum):
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _given_in_part(cls, data: Any) -> Any:
+        """A subsection given in part keeps its *declared* value for every key it does not name.
+
+        The declared value of a subsection is the field's default here (e.g. ``judge.sampling``'s
+        ``top_p=1.0``), not its class's defaults: without this merge, setting one key of a section would
+        silently move its siblings to the class defaults.
+        """
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name, info in cls.model_fields.items():
+            section = _section_type(info.annotation)
+            if section is not None and isinstance(out.get(name), dict):
+                declared = info.get_default(call_default_factory=True)
+                if isinstance(declared, BaseModel):
+                    out[name] = merge_config(section, declared.model_dump(), out[name])
+        return out
+
+
+def _section_type(annotation: Any) -> type[BaseModel] | None:
+    """The section model a field holds, or None for a leaf (a dict-typed field is a leaf: replaced whole)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def merge_config(model: type[BaseModel], base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` merged onto ``base`` key by key, walking only into ``model``'s sections.
+
+    A leaf in ``top`` replaces the one in ``base`` whole, so a list or a dict (``cluster.resources``)
+    given in a later layer is the value, never a union with the earlier one.
+
+    >>> merge_config(RunConfig, {"judge": {"m": 3, "sampling": {"top_p": 1.0}}}, {"judge": {"sampling": {"top_p": 0.9}}})
+    {'judge': {'m': 3, 'sampling': {'top_p': 0.9}}}
+    """
+    out = dict(base)
+    for key, value in top.items():
+        info = model.model_fields.get(key)
+        section = _section_type(info.annotation) if info is not None else None
+        if section is not None and isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_config(section, out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def config_leaves(model: type[BaseModel], data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``(dotted key, value)`` of every leaf of ``data`` that ``model`` declares, in declaration order.
+
+    Sections are walked into; any other value (scalars, lists, tuples, dicts, nulls) is one leaf.
+
+    >>> config_leaves(RunConfig, {"judge": {"m": 3, "sampling": {"stop": []}}, "cluster": {"resources": {}}})
+    [('judge.m', 3), ('judge.sampling.stop', []), ('cluster.resources', {})]
+    """
+    out: list[tuple[str, Any]] = []
+    for name, info in model.model_fields.items():
+        if name not in data:
+            continue
+        section = _section_type(info.annotation)
+        if section is not None and isinstance(data[name], dict):
+            out.extend(config_leaves(section, data[name], f"{prefix}{name}."))
+        else:
+            out.append((f"{prefix}{name}", data[name]))
+    return out
 
 
 class Band(_Section):
@@ -459,7 +527,7 @@ class TrainConfig(_Section):
     """One model's RL update (spec §4)."""
 
     enabled: bool = Field(True, description="False freezes this model (e.g. frozen-RM ablation).")
-    lr: float = Field(1e-6, gt=0.0, lt=1.0, description="AdamW learning rate (constant).")
+    lr: float = Field(1e-4, gt=0.0, lt=1.0, description="AdamW learning rate (constant).")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     eps: float = Field(1e-8, gt=0.0, description="AdamW epsilon.")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
@@ -500,8 +568,8 @@ class TrainStrategy(StrEnum):
 class TrainingConfig(_Section):
     """Policy and reward-model updates, and where they run (weights and AdamW state always fp32)."""
 
-    policy: TrainConfig = Field(default_factory=lambda: TrainConfig(lr=1e-4))
-    reward: TrainConfig = Field(default_factory=lambda: TrainConfig(lr=1e-4))
+    policy: TrainConfig = Field(default_factory=TrainConfig, description="The policy's update.")
+    reward: TrainConfig = Field(default_factory=TrainConfig, description="The reward model's update.")
     sft_lr: float = Field(3e-3, gt=0.0, lt=1.0, description="Learning rate of warm-start SFT.")
     device: str = Field(
         "auto",
@@ -650,9 +718,7 @@ class RunConfig(_Section):
         """Fill the per-setting defaults of spec §6 for keys the user did not set."""
         if not isinstance(data, dict):
             return data
-        setting = Setting(data.get("setting", Setting.TEXTGAME))
-        defaults = _SETTING_DEFAULTS[setting]
-        return _deep_merge(defaults, data)
+        return merge_config(RunConfig, setting_defaults(Setting(data.get("setting", Setting.TEXTGAME))), data)
 
     @model_validator(mode="after")
     def _rewriter_needs_model(self) -> Self:
@@ -707,29 +773,33 @@ class RunConfig(_Section):
         return hash_jsonable(self.model_dump(mode="json"))
 
 
-# Spec §6: the accuracy filters and thresholds differ by setting.
+# The one derived layer of defaults: keys whose value follows from `setting` (spec §6: the accuracy filters
+# and thresholds differ by setting). Each entry differs from the field's declared default, which is the
+# text games' value (tests/test_config_properties.py holds both).
 _SETTING_DEFAULTS: dict[Setting, dict[str, Any]] = {
-    Setting.TEXTGAME: {
-        "reward": {
-            "policy_acc_band": {"low": 0.125, "high": 0.875},
-            "rm_acc_band": {"low": 0.2, "high": 0.8},
-        },
-        "adaptation": {"low_inclusive": True},
-    },
+    Setting.TEXTGAME: {},
     Setting.CODING: {
-        # RM data uses the policy's pass-all band too: the reference's policy-filter `continue` skips the
-        # task's RM block (spec §2.4, corrected; issue 10).
-        "reward": {"policy_acc_band": {"low": 0.2, "high": 0.8}, "rm_acc_band": {"low": 0.2, "high": 0.8}},
+        # The policy filter is the pass-all band [0.2, 0.8]; RM data uses that band too (the declared
+        # rm_acc_band), since the reference's policy-filter `continue` skips the task's RM block (spec §2.4).
+        "reward": {"policy_acc_band": {"low": 0.2, "high": 0.8}},
         # Problems are rewritten by an environment model (spec §3.1); on a laptop a tiny local one.
         "adaptation": {"low_inclusive": False, "rewriter": "llm"},
         "models": {"environment": "tiny:environment"},
         "rollout": {"max_steps": 1},
     },
-    Setting.GUI: {
-        "reward": {"policy_acc_band": {"low": 0.0, "high": 1.0}, "rm_acc_band": {"low": 0.2, "high": 0.8}},
-        "adaptation": {"low_inclusive": True},
-    },
+    Setting.GUI: {"reward": {"policy_acc_band": {"low": 0.0, "high": 1.0}}},
 }
+
+
+def setting_defaults(setting: Setting) -> dict[str, Any]:
+    """The keys whose default follows from ``setting`` (a deep copy), as a partial config dict."""
+    return json.loads(json.dumps(_SETTING_DEFAULTS[setting]))
+
+
+def embedded_defaults() -> dict[str, Any]:
+    """The embedded default configuration (setting ``textgame``, no preset) as JSON-ready values."""
+    return RunConfig().model_dump(mode="json")
+
 
 PRESETS: tuple[str, ...] = (
     "default",
@@ -752,25 +822,34 @@ def hash_jsonable(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
+def _dotted_dict(dotted: str, value: Any) -> dict[str, Any]:
+    """``{"a": {"b": value}}`` for ``"a.b"``."""
+    *parents, leaf = dotted.split(".")
+    out: dict[str, Any] = {leaf: value}
+    for part in reversed(parents):
+        out = {part: out}
     return out
 
 
-def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    node = data
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override '{dotted}': '{part}' is a value, not a section")
-        node = child
-    node[parts[-1]] = value
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``data`` with each ``key=value`` override merged in, in order, key by key (a new dict).
+
+    A section given as a mapping (``--set rollout.sampling='{temperature: 0.5}'``) changes the keys it
+    names and keeps the others, as a file's section does.
+
+    >>> apply_overrides({"judge": {"m": 3}}, ["judge.sampling={top_p: 0.9}", "seed=7"])
+    {'judge': {'m': 3, 'sampling': {'top_p': 0.9}}, 'seed': 7}
+    """
+    out = dict(data)
+    for text in overrides:
+        key, value = parse_override(text)
+        node: Any = out
+        for part in key.split(".")[:-1]:
+            node = node.get(part, {}) if isinstance(node, dict) else node
+            if not isinstance(node, dict):
+                raise ConfigError(f"override '{key}': '{part}' is a value, not a section")
+        out = merge_config(RunConfig, out, _dotted_dict(key, value))
+    return out
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -866,23 +945,70 @@ def build_config(data: dict[str, Any]) -> RunConfig:
         raise ConfigError("invalid config: " + "; ".join(problems)) from None
 
 
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """A loaded config and, for every leaf key, where its value came from.
+
+    ``origins`` maps each dotted leaf key to ``default`` (the field's declared value), ``setting NAME``
+    (the per-setting defaults), ``preset NAME``, ``file PATH`` or ``--set``: the last layer that named it.
+    """
+
+    config: RunConfig
+    origins: dict[str, str]
+
+    def non_default(self) -> list[tuple[str, Any, str]]:
+        """``(key, value, origin)`` of every leaf whose value differs from the embedded default."""
+        return [
+            (key, value, self.origins.get(key, "default")) for key, value in diff_from_defaults(self.config)
+        ]
+
+
+def diff_from_defaults(cfg: RunConfig) -> list[tuple[str, Any]]:
+    """``(key, value)`` of every leaf of ``cfg`` (JSON values) that differs from :func:`embedded_defaults`."""
+    embedded = dict(config_leaves(RunConfig, embedded_defaults()))
+    return [
+        (key, value)
+        for key, value in config_leaves(RunConfig, cfg.model_dump(mode="json"))
+        if value != embedded[key]
+    ]
+
+
+def resolve_config(
+    path: str | Path | None = None,
+    *,
+    preset: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> ResolvedConfig:
+    """Load a config as :func:`load_config` does, keeping where each value came from (``rla config show``)."""
+    file_data = read_config_file(path) if path is not None else {}
+    base_name = str(preset or file_data.pop("preset", None) or "default")
+    layers = [(f"preset {base_name}", preset_dict(base_name))]
+    if path is not None:
+        layers.append((f"file {path}", file_data))
+    data = apply_overrides(merge_config(RunConfig, layers[0][1], file_data), overrides)
+    layers.append(("--set", apply_overrides({}, overrides)))
+    cfg = build_config(data)
+    origins = {key: "default" for key, _ in config_leaves(RunConfig, embedded_defaults())}
+    derived = setting_defaults(cfg.setting)
+    origins |= {key: f"setting {cfg.setting.value}" for key, _ in config_leaves(RunConfig, derived)}
+    for source, layer in layers:
+        origins |= {key: source for key, _ in config_leaves(RunConfig, layer)}
+    return ResolvedConfig(config=cfg, origins=origins)
+
+
 def load_config(
     path: str | Path | None = None,
     *,
     preset: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
 ) -> RunConfig:
-    """Load a config: preset (or the embedded default), then the YAML file, then ``key=value`` overrides.
+    """Load a config: the chosen setting's defaults, then the preset (or the embedded default), the YAML
+    file and the ``key=value`` overrides, merged key by key.
 
-    A YAML file may name its own base with a top-level ``preset: NAME`` key.
+    A YAML file may name its own base with a top-level ``preset: NAME`` key. A key given in any layer
+    changes that key only: its siblings keep their values.
     """
-    file_data = read_config_file(path) if path is not None else {}
-    base_name = preset or file_data.pop("preset", None) or "default"
-    data = _deep_merge(preset_dict(str(base_name)), file_data)
-    for text in overrides:
-        key, value = parse_override(text)
-        _set_dotted(data, key, value)
-    return build_config(data)
+    return resolve_config(path, preset=preset, overrides=overrides).config
 
 
 # ---- reference documentation (docs/configuration.md is generated from the field descriptions) ----
@@ -948,7 +1074,13 @@ def config_reference_markdown() -> str:
             lines += ["", f"### `{name}`: {annotation.__doc__ or ''}".rstrip(), ""]
             lines += ["| key | type | default | meaning |", "|---|---|---|---|"]
             lines += _reference_rows(annotation, defaults[name], f"{name}.")
-    lines += ["", "### Per-setting defaults (spec §6)", "", "Filled in for keys a config does not set."]
+    lines += [
+        "",
+        "### Per-setting defaults (spec §6)",
+        "",
+        "The one derived layer: in the setting named, a key below defaults to this value instead of the "
+        "declared one above (the text games'). A preset, file or `--set` that names the key wins.",
+    ]
     lines += ["", "| setting | key | value |", "|---|---|---|"]
     for setting, values in _SETTING_DEFAULTS.items():
         for key, value in _flatten(values):

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from prefect.context import TaskRunContext
 
     from rla_core.models.generator import GeneratorSpec
-    from rla_core.models.trainer import PlacementFields
+    from rla_core.models.launch import PlacementFields
 
 STAGE_SECONDS_KEY = "stage_compute_s"
 READ_FILE_KEY = "read_file"  # manifest extra of a stage declared with reads_file: {"path", "sha256"}
@@ -234,7 +234,8 @@ def train_checkpoint(
     rows; the update reads the same pixels generation saw).
     """
     from rla_core.models.generator import set_torch_threads
-    from rla_core.models.trainer import Placement, rl_update
+    from rla_core.models.launch import Placement
+    from rla_core.models.update import rl_update
 
     set_torch_threads(threads)
     rows = resolve_images(ctx, rows, screens)

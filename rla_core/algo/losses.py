@@ -13,7 +13,7 @@ update; spec §4 "Old log-probs")::
 
 |o| is the row's number of response tokens (the mask's row sum): a token mean within each row, so
 every row weighs the same whatever its length. The caller forms ``L_pg + β·L_kl`` per row and the
-optimizer step's sum over its rows divided by their count (:func:`rla_core.models.trainer.train_loop`).
+optimizer step's sum over its rows divided by their count (:func:`rla_core.models.update.train_loop`).
 Unlike TRL's ``GRPOTrainer`` both exponents are clamped (spec §4), so a token whose probability moved
 far cannot overflow ``exp``.
 

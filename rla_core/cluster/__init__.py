@@ -20,7 +20,7 @@ Sandboxed executions (the coding rollout's GT tests, the execute stage) fan out 
 :func:`rla_core.cluster.ray_session.run_batches`: contiguous batches of the jobs, one per Ray worker,
 results concatenated in job order (``Sandbox(cluster=…)``, :mod:`rla_core.sandbox.runner`).
 Multi-process policy and reward-model updates run under Ray Train
-(:mod:`rla_core.cluster.ray_train`, called by :func:`rla_core.models.trainer.rl_update`).
+(:mod:`rla_core.cluster.ray_train`, called by :func:`rla_core.models.update.rl_update`).
 """
 
 from __future__ import annotations

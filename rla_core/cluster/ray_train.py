@@ -7,7 +7,7 @@ custom ``resources`` each, so ``{rla_shard: 1}`` puts one worker per node), and 
 :func:`rla_core.models.train_worker.main` on the same spec file that ``accelerate launch`` would run.
 ``TorchTrainer`` sets up the process group (RANK, WORLD_SIZE, MASTER_ADDR, …; gloo on CPU, NCCL on
 GPU); what ``accelerate launch`` would read from ``infra/accelerate/<strategy>.yaml`` (mixed precision,
-FSDP, DeepSpeed) arrives as the ``ACCELERATE_*`` variables of :func:`rla_core.models.trainer.accelerate_env`,
+FSDP, DeepSpeed) arrives as the ``ACCELERATE_*`` variables of :func:`rla_core.models.launch.accelerate_env`,
 and the torch threads as ``OMP_NUM_THREADS`` (Ray would set 1).
 
 The spec, the checkpoint rank 0 writes, the metrics, the error files and Ray Train's own run state all
@@ -57,7 +57,7 @@ def run_train_workers(
     """``main(argv)`` of ``module`` on ``processes`` Ray Train workers, each with ``env`` set first.
 
     ``module`` is named, not imported here, as ``accelerate launch -m`` names it (the trainer passes
-    :data:`rla_core.models.trainer.WORKER_MODULE`, whose module imports the trainer); ``entry``, when given,
+    :data:`rla_core.models.launch.WORKER_MODULE`, whose module imports the update loop); ``entry``, when given,
     runs instead of the module's ``main`` (tests pass a probe). Returns None
     when every worker finished, else the cluster's error (its first lines); the failing rank's own error
     is in the spec's ``error_dir`` (``error-rank<r>.txt``), as with ``accelerate launch``. ``storage``:

@@ -1,13 +1,13 @@
 """One rank of a multi-process RL update; run by ``accelerate launch ... -m rla_core.models.train_worker SPEC``.
 
-:func:`rla_core.models.trainer.rl_update` writes SPEC (a :class:`~rla_core.models.trainer.WorkerSpec`
+:func:`rla_core.models.update.rl_update` writes SPEC (a :class:`~rla_core.models.launch.WorkerSpec`
 as JSON: checkpoint, prepared token rows, train config, LoRA, seed, device, autocast dtype) and
-launches N of these under the strategy's file in ``infra/accelerate/`` (``trainer.ACCELERATE_CONFIGS``),
+launches N of these under the strategy's file in ``infra/accelerate/`` (``launch.ACCELERATE_CONFIGS``),
 or, with ``cluster.backend=ray``, N Ray Train workers call :func:`main` with that file's settings in
 their environment (:mod:`rla_core.cluster.ray_train`).
 Each rank loads the checkpoint in fp32 (a vision-language one with its image processor, when rows carry
 image references), runs
-:func:`~rla_core.models.trainer.train_loop` on its share of every optimizer step's rows through an
+:func:`~rla_core.models.update.train_loop` on its share of every optimizer step's rows through an
 :class:`accelerate.Accelerator` (DDP, FSDP or DeepSpeed ZeRO-3 per the config file; gloo on CPU), and
 rank 0 writes the fp32 checkpoint and the metrics. A rank that fails writes ``error-rank<r>.txt``
 (the exception, one line first) into the spec's ``error_dir`` and exits non-zero; the launcher then
@@ -27,13 +27,14 @@ from typing import Any
 
 from rla_core.config import LoraConfig
 from rla_core.errors import ModelError
-from rla_core.models import trainer
+from rla_core.models.checkpoints import load_fp32, merge_lora
+from rla_core.models.launch import ACCELERATE_CONFIG_DIR, ACCELERATE_CONFIGS, ERROR_SEPARATOR, WorkerSpec
 from rla_core.models.multimodal import VisionProcessor, copy_processor_files
-from rla_core.models.trainer import ERROR_SEPARATOR, WorkerSpec
+from rla_core.models.update import torch_rng, train_loop
 
 
 class AccelerateRuntime:
-    """The :func:`~rla_core.models.trainer.train_loop` runtime of one accelerate rank."""
+    """The :func:`~rla_core.models.update.train_loop` runtime of one accelerate rank."""
 
     def __init__(self, accelerator: Any, micro_batch_size: int) -> None:
         from accelerate.utils import DistributedType
@@ -129,17 +130,17 @@ def run(spec: WorkerSpec) -> None:
     if runtime.deepspeed:
         clip = runtime.acc.state.deepspeed_plugin.deepspeed_config.get("gradient_clipping")
         if clip is not None and float(clip) != cfg.grad_clip:
-            config_file = trainer.ACCELERATE_CONFIG_DIR / trainer.ACCELERATE_CONFIGS["deepspeed"]
+            config_file = ACCELERATE_CONFIG_DIR / ACCELERATE_CONFIGS["deepspeed"]
             raise ModelError(
                 f"DeepSpeed config clips gradients at {clip} but grad_clip={cfg.grad_clip}: set "
                 f"gradient_clipping in {config_file} to the same value"
             )
     # Created after the Accelerator so ZeRO-3 init (zero3_init_flag) partitions weights while loading.
-    model = trainer.load_fp32(spec.model_dir)
+    model = load_fp32(spec.model_dir)
     # Rows with images: each rank reads their pixels from the files (references, never pixels, travel).
     vision = VisionProcessor.from_pretrained(spec.model_dir) if any(r.images for r in spec.rows) else None
-    with trainer.torch_rng(spec.seed, str(accelerator.device)):
-        model, metrics = trainer.train_loop(
+    with torch_rng(spec.seed, str(accelerator.device)):
+        model, metrics = train_loop(
             model, list(spec.rows), cfg=cfg, lora=lora, runtime=runtime, vision=vision
         )
     _save(runtime, model, spec.model_dir, spec.out_dir, lora, spec.error_dir)
@@ -174,7 +175,7 @@ def _save(
     if runtime.is_main:
         unwrapped = acc.unwrap_model(model)
         if state is None:  # DDP: the local replica holds every weight
-            merged = trainer.merge_lora(unwrapped, lora).to("cpu")
+            merged = merge_lora(unwrapped, lora).to("cpu")
             merged.save_pretrained(out)
         else:
             base = unwrapped.get_base_model() if lora.enabled else unwrapped

@@ -61,7 +61,7 @@ def warm_start_models(cfg: BootstrapInputs, *, out_dir: Path, seed: int) -> Warm
 
 def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: Path) -> WarmStartResult:
     from rla_core.models.bootstrap import is_tiny_ref, resolve_model
-    from rla_core.models.trainer import sft
+    from rla_core.models.sft import sft
 
     data = adapter_for(cfg.setting).warm_start(cfg, seed=seed, workdir=demo_files)
     reward_rows = data.reward_rows
@@ -151,7 +151,7 @@ def _read_first(
     the result is cached like a warm start and returned as the base of the demonstration SFT.
     """
     from rla_core.envs.demos import reading_drills
-    from rla_core.models.trainer import sft
+    from rla_core.models.sft import sft
 
     if cfg.setting is not Setting.TEXTGAME or not cfg.models.policy.startswith(TINY_PREFIX):
         raise ConfigError(

@@ -375,7 +375,8 @@ def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     from rla_core.cluster.ray_train import run_train_workers
     from rla_core.config import ClusterBackend, ClusterConfig, LoraConfig, TrainConfig
     from rla_core.errors import ProcessError
-    from rla_core.models.trainer import WORKER_MODULE, Placement, accelerate_env, rl_update
+    from rla_core.models.launch import WORKER_MODULE, Placement, accelerate_env
+    from rla_core.models.update import rl_update
 
     report: dict[str, Any] = {}
     cfg = ClusterConfig(

@@ -31,13 +31,23 @@ def committed(store: ArtifactStore, run_id: str) -> set[tuple[int, str]]:
 
 def test_one_coding_iteration_without_rewrite_targets(flow_env: FlowEnv) -> None:
     root = flow_env.base / "runs-coding"
-    flow_env.rla(
+    proc = flow_env.rla(
         "run", "--preset", "coding", *flow_env.settings(root), "--run-id", "c1", *TINY,
         "--set", "coding.unit_tests_per_task=2", "--set", "rollout.sampling.max_new_tokens=48",
         "--set", "evaluation.sampling.max_new_tokens=48",
-        "--set", "adaptation.alpha_low=0.0", "--set", "adaptation.alpha_high=1.0", timeout=1800,
+        "--set", "adaptation.alpha_low=0.0", "--set", "adaptation.alpha_high=1.0",
+        "--set", "training.policy.micro_batch_size=4", timeout=1800,
     )  # fmt: skip
     store = ArtifactStore(str(root))
+    # One key of a section set: its siblings keep their values (the lr stays the documented 1e-4).
+    stored = store.read_run_info("c1").config["training"]
+    assert (stored["policy"]["micro_batch_size"], stored["policy"]["lr"], stored["reward"]["lr"]) == (
+        4,
+        1e-4,
+        1e-4,
+    )
+    said = [line for line in proc.stderr.splitlines() if line.startswith("config: ")]
+    assert len(said) == 1 and "training.policy.micro_batch_size=4 (--set)" in said[0], proc.stderr
     done = committed(store, "c1")
     assert set(done) == planned(store, "c1")
     assert {s for it, s in done if it == 1} == set(CODING_ITERATION)

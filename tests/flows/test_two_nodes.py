@@ -20,7 +20,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rla_core.models.trainer import Placement, rl_update
+from rla_core.models.launch import Placement
+from rla_core.models.update import rl_update
 from rla_core.store import ArtifactStore
 from tests.cluster.two_nodes import run_in_netns
 from tests.flows.conftest import FlowEnv

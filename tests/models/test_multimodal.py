@@ -17,8 +17,10 @@ from rla_core.envs.judge import judge_steps
 from rla_core.errors import ArtifactError, ModelError
 from rla_core.models.bootstrap import ensure_tiny_vl_model, resolve_model
 from rla_core.models.generator import TransformersGenerator
+from rla_core.models.logprobs import token_logprobs
 from rla_core.models.multimodal import ImagePrompt, VisionProcessor, is_vision_language, load_vl_model
-from rla_core.models.trainer import rl_update, sft, token_logprobs
+from rla_core.models.sft import sft
+from rla_core.models.update import rl_update
 from rla_core.schemas import empty_frame
 from rla_core.settings.warm_start import _rows_digest, format_image_rows
 from tests.models.conftest import CORPUS

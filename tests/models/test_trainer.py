@@ -16,15 +16,11 @@ from rla_core.config import LoraConfig, SamplingConfig, TrainConfig
 from rla_core.errors import ModelError
 from rla_core.models.bootstrap import resolve_device
 from rla_core.models.generator import TransformersGenerator
-from rla_core.models.trainer import (
-    ACCELERATE_CONFIG_DIR,
-    ACCELERATE_CONFIGS,
-    TrainRow,
-    WorkerSpec,
-    response_logprobs,
-    rl_update,
-    sft,
-)
+from rla_core.models.launch import ACCELERATE_CONFIG_DIR, ACCELERATE_CONFIGS, WorkerSpec
+from rla_core.models.logprobs import response_logprobs
+from rla_core.models.rows import TrainRow
+from rla_core.models.sft import sft
+from rla_core.models.update import rl_update
 
 PROMPTS = [
     "You are in a kitchen. Action:",
@@ -147,32 +143,29 @@ def test_sft_reproduces_demonstrations_and_reloads(tiny_model: Path, tmp_path: P
 def test_prompt_weight_mixes_prompt_and_response_token_losses(tiny_model: Path) -> None:
     from trl.trainer.utils import selective_log_softmax
 
-    from rla_core.models.trainer import _load, _response_logps, _weighted_sequence_nll
+    from rla_core.models.checkpoints import load_model
+    from rla_core.models.logprobs import response_token_logps, weighted_sequence_nll
 
-    model, tokenizer = _load(tiny_model)
+    model, tokenizer = load_model(tiny_model)
     rows = [
         TrainRow(tokenizer(p)["input_ids"], tokenizer(r)["input_ids"], 1.0)
         for p, r in zip(PROMPTS[:2], RESPONSES[:2], strict=True)
     ]
     with torch.no_grad():
-        logps, mask = _response_logps(model, rows, "cpu", selective_log_softmax)
+        logps, mask = response_token_logps(model, rows, "cpu", selective_log_softmax)
         response_only = float(-(logps * mask).sum() / mask.sum())
         # weight 0: the response tokens alone, as plain SFT
-        assert float(_weighted_sequence_nll(model, rows, "cpu", 0.0)) == pytest.approx(
-            response_only, rel=1e-5
-        )
+        assert float(weighted_sequence_nll(model, rows, "cpu", 0.0)) == pytest.approx(response_only, rel=1e-5)
         # weight 1, one row: every predicted token counts once, which is the model's own LM loss
         ids = torch.tensor([rows[0].prompt_ids + rows[0].response_ids])
         lm_loss = float(model(input_ids=ids, labels=ids).loss)
-        assert float(_weighted_sequence_nll(model, rows[:1], "cpu", 1.0)) == pytest.approx(lm_loss, rel=1e-5)
+        assert float(weighted_sequence_nll(model, rows[:1], "cpu", 1.0)) == pytest.approx(lm_loss, rel=1e-5)
         # weight w: (w * prompt NLL sum + response NLL sum) / (w * prompt tokens + response tokens)
         p_len, r_len = len(rows[0].prompt_ids), len(rows[0].response_ids)
         token_nll = -selective_log_softmax(model(input_ids=ids).logits[:, :-1], ids[:, 1:])[0]
         prompt_sum, response_sum = float(token_nll[: p_len - 1].sum()), float(token_nll[p_len - 1 :].sum())
         expected = (0.25 * prompt_sum + response_sum) / (0.25 * (p_len - 1) + r_len)
-        assert float(_weighted_sequence_nll(model, rows[:1], "cpu", 0.25)) == pytest.approx(
-            expected, rel=1e-5
-        )
+        assert float(weighted_sequence_nll(model, rows[:1], "cpu", 0.25)) == pytest.approx(expected, rel=1e-5)
 
 
 def test_sft_with_prompt_loss_and_cosine_schedule_learns_the_prompts_too(

@@ -22,15 +22,9 @@ from transformers import AutoModelForCausalLM
 
 from rla_core.config import LoraConfig, TrainConfig, load_config
 from rla_core.errors import ConfigError, ModelError, ProcessError
+from rla_core.models.launch import Placement, accelerate_config, accelerate_env, launch_argv
 from rla_core.models.train_worker import merge_lora_state_dict
-from rla_core.models.trainer import (
-    Placement,
-    accelerate_config,
-    accelerate_env,
-    launch_argv,
-    plan_micro_batches,
-    rl_update,
-)
+from rla_core.models.update import plan_micro_batches, rl_update
 from rla_core.procs import default_runtime_dir
 
 PROMPTS = [

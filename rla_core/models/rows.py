@@ -1,0 +1,113 @@
+"""Training rows: demonstrations and advantage rows tokenised as the model saw them at generation.
+
+A row's prompt is the formatted text, with one image slot per screenshot for a vision-language
+checkpoint (:class:`~rla_core.models.multimodal.ImagePrompt`); its response is tokenised without
+special tokens. :func:`prepare_rl_rows` applies the update's length rules (spec §4).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from rla_core.config import TrainConfig
+from rla_core.errors import ModelError
+from rla_core.models.multimodal import (
+    ImagePrompt,
+    VisionProcessor,
+    require_vision_language,
+)
+
+
+@dataclass(frozen=True)
+class TrainRow:
+    """One tokenised training row: prompt and response token ids (no padding) and the row's advantage.
+
+    ``images``: the image files the prompt shows, in order (empty for a text row); ``prompt_ids`` then
+    hold each image's expanded ``<|image_pad|>`` run (:meth:`VisionProcessor.prompt_ids`), and the
+    pixels are read from the files for every forward pass (:func:`response_token_logps`).
+    """
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    advantage: float
+    images: tuple[str, ...] = ()
+
+
+def row_images(rows: pl.DataFrame) -> list[tuple[str, ...]]:
+    """Each row's image references (column ``images``: a list of paths; null, empty or absent: none)."""
+    if "images" not in rows.columns:
+        return [()] * rows.height
+    out = []
+    for i, refs in enumerate(rows["images"].to_list()):
+        if refs is not None and (isinstance(refs, str) or not isinstance(refs, list)):
+            raise ModelError(f"row {i}: images must be a list of image paths, got {refs!r:.80}")
+        out.append(tuple(refs or ()))
+    return out
+
+
+def vision_for(model_dir: Path, rows: pl.DataFrame, tokenizer: Any, *, what: str) -> VisionProcessor | None:
+    """The processor of ``model_dir`` when ``rows`` carry images (a text-only checkpoint: ModelError)."""
+    if not any(row_images(rows)):
+        return None
+    require_vision_language(model_dir, what=what)
+    return VisionProcessor.from_pretrained(model_dir, tokenizer=tokenizer)
+
+
+def prompt_token_ids(
+    prompt: str, images: tuple[str, ...], tokenizer: Any, vision: VisionProcessor | None
+) -> list[int]:
+    """The prompt's token ids as the model saw them at generation (image slots expanded when it has images)."""
+    if images:
+        assert vision is not None  # vision_for gives one whenever a row has images
+        return vision.prompt_ids(ImagePrompt(prompt, images))
+    ids: list[int] = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    return ids
+
+
+def context_limit(config: Any) -> int:
+    """The model's context length (a vision-language config keeps it in its text_config)."""
+    text = getattr(config, "text_config", None) or config
+    return int(getattr(text, "max_position_embeddings", 1 << 30))
+
+
+def prepare_rl_rows(
+    rows: pl.DataFrame, tokenizer: Any, cfg: TrainConfig, vision: VisionProcessor | None = None
+) -> tuple[list[TrainRow], dict[str, float]]:
+    prepared: list[TrainRow] = []
+    too_long = truncated = empty = 0
+    for prompt, response, adv, images in zip(
+        rows["prompt"].to_list(), rows["response"].to_list(), rows["advantage"].to_list(),
+        row_images(rows), strict=True,
+    ):  # fmt: skip
+        if adv is None or not math.isfinite(float(adv)):
+            raise ModelError(f"advantage {adv!r} for prompt {str(prompt)[:60]!r} is not a finite number")
+        p_ids = prompt_token_ids(prompt, images, tokenizer, vision)
+        if len(p_ids) > cfg.max_prompt_len:
+            too_long += 1
+            continue
+        r_ids = tokenizer(response, add_special_tokens=False)["input_ids"]
+        if len(r_ids) > cfg.max_gen_len:
+            r_ids = r_ids[: cfg.max_gen_len]
+            truncated += 1
+        if not p_ids or not r_ids:
+            # No token to score: the row cannot contribute a gradient.
+            empty += 1
+            continue
+        prepared.append(TrainRow(p_ids, r_ids, float(adv), images))
+    return prepared, {
+        "rows_dropped_prompt_too_long": float(too_long),
+        "rows_truncated": float(truncated),
+        "rows_dropped_empty": float(empty),
+    }
+
+
+def require_columns(rows: pl.DataFrame, names: Sequence[str], where: str) -> None:
+    missing = [c for c in names if c not in rows.columns]
+    if missing:
+        raise ModelError(f"{where}: rows lack columns {missing} (have {rows.columns}); pass {list(names)}")
