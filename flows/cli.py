@@ -20,8 +20,8 @@ from rich.table import Table
 
 from flows import signals
 from flows.process_env import apply_process_defaults
-from rla_core.config import load_config, resolve_config
-from rla_core.errors import RlaError
+from rla_core.config import RunConfig, load_config, resolve_config
+from rla_core.errors import PREFLIGHT_EXIT_CODE, PreflightError, RlaError
 
 app = typer.Typer(
     add_completion=False,
@@ -54,6 +54,10 @@ def _guard(fn: Callable[[], T]) -> T:
     signals.install()
     try:
         return fn()
+    except PreflightError as exc:  # one line per problem, every problem (docs/operations.md: exit codes)
+        for line in exc.problems:
+            console.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
+        raise typer.Exit(PREFLIGHT_EXIT_CODE) from None
     except RlaError as exc:
         if os.environ.get("RLA_DEBUG"):
             raise
@@ -88,6 +92,16 @@ def _say(message: str) -> None:
     console.print(message, highlight=False, soft_wrap=True)
 
 
+def _preflight(cfg: RunConfig, *, run: tuple[Any, str] | None = None, reconfigure: bool = False) -> None:
+    """Check every input ``cfg`` names (and an existing ``run``'s task files) before anything is written."""
+    from flows.preflight import require_ready
+
+    def warn(line: str) -> None:
+        console.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
+
+    require_ready(cfg, warn=warn, run=run, reconfigure=reconfigure)
+
+
 @app.command()
 def run(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
@@ -108,7 +122,9 @@ def run(
         resolved = resolve_config(config, preset=preset, overrides=tuple(set_ or ()))
         cfg = resolved.config
         rid = run_id or new_run_id()
-        existing = rid in _store(cfg.artifact_root).list_runs()
+        store = _store(cfg.artifact_root)
+        existing = rid in store.list_runs()
+        _preflight(cfg, run=(store, rid) if existing else None, reconfigure=reconfigure)
         execute_run(cfg, rid, reconfigure=reconfigure, existing=existing, say=_say, origins=resolved.origins)
 
     _guard(body)
@@ -133,6 +149,7 @@ def resume(
         store = _store(root)
         require_run(store, run_id)
         cfg = with_iterations(load_run_config(store, run_id), iterations)
+        _preflight(cfg, run=(store, run_id))
         if (from_stage is None) != (iteration is None):
             raise ConfigError(
                 "--from-stage and --iteration go together (e.g. --from-stage judge --iteration 2)"
@@ -359,6 +376,7 @@ def study(
 
     def body() -> None:
         from flows.study import open_study, parse_arms, parse_seeds, read_study, run_study, summary_markdown
+        from rla_core.config import build_config, upgrade_stored_config
 
         overrides = [*(set_ or ()), *([f"artifact_root={root}"] if root else [])]
         given = config is not None or preset is not None or bool(set_)
@@ -372,6 +390,7 @@ def study(
             store, study_id, base=base, arms=parse_arms(arms) if arms else None,
             seeds=parse_seeds(seeds) if seeds else None,
         )  # fmt: skip
+        _preflight(build_config(upgrade_stored_config(spec.base)))  # its runs differ only by reward switches
         summary = run_study(store, spec, say=_say)
         out.print(summary_markdown(summary), highlight=False, soft_wrap=True)
 
@@ -431,7 +450,8 @@ def report(
 
 
 config_app = typer.Typer(
-    help="Inspect a configuration without running it: `rla config show` prints what a run would use.",
+    help="Inspect a configuration without running it: `rla config show` prints what a run would use, "
+    "`rla config check` whether everything it names is in place.",
     no_args_is_help=True,
 )
 app.add_typer(config_app, name="config")
@@ -468,6 +488,32 @@ def config_show(
                 resolved.config.model_dump(mode="json"), sort_keys=False, allow_unicode=True
             )
             out.print(text.rstrip("\n"), highlight=False, soft_wrap=True, markup=False)
+
+    _guard(body)
+
+
+@config_app.command("check")
+def config_check(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    preset: Annotated[
+        str | None, typer.Option(help="Base preset (default: the file's, else default).")
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a key: --set rollout.max_steps=12.")
+    ] = None,
+) -> None:
+    """Run the preflight alone: exit 0 when every file, model, address and prerequisite the config names is in
+    place, else 3 with one line per problem. Writes nothing (docs/configuration.md)."""
+
+    def body() -> None:
+        cfg = load_config(config, preset=preset, overrides=tuple(set_ or ()))
+        _preflight(cfg)
+        out.print(
+            f"ok: setting={cfg.setting}: every task file, model, address and prerequisite the config names "
+            "is in place",
+            highlight=False,
+            soft_wrap=True,
+        )
 
     _guard(body)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
+from flows.preflight import require_ready
 from flows.process_env import apply_process_defaults
 from flows.runs import execute_run, load_run_config, with_iterations
 from rla_core.config import load_config
@@ -33,4 +34,7 @@ def scheduled_run(
         cfg = with_iterations(load_run_config(store, run_id), done + iterations_per_run)
     else:
         cfg = with_iterations(cfg, iterations_per_run)
+    require_ready(
+        cfg, warn=logger.warning, run=(store, run_id) if existing else None
+    )  # before anything is written
     execute_run(cfg, run_id, reconfigure=False, existing=existing, say=logger.info)

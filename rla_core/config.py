@@ -680,6 +680,13 @@ class ClusterConfig(_Section):
     start_timeout_s: float = Field(
         120.0, gt=0.0, description="Seconds to wait for the shard actors to start."
     )
+    connect_timeout_s: float = Field(
+        5.0,
+        gt=0.0,
+        le=600.0,
+        description="Seconds the preflight (`rla config check`, and every run before it writes anything) "
+        "waits for 'address' to accept a connection; past it the run is refused.",
+    )
 
     def replicas_for(self, role: str) -> int:
         """Shards of a stage that generates with ``role``: ``replicas.<role>``, or ``workers`` when null."""

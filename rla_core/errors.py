@@ -90,3 +90,20 @@ class EnvironmentFault(RlaError):
 
 class EnvErrorShareError(RlaError):
     """Too many episodes of a stage ended in ``env_error`` after their retries: the cluster is broken."""
+
+
+class PreflightError(RlaError):
+    """The preflight found inputs a run would fail on; ``problems`` holds one line per problem.
+
+    Raised before anything of a run is written (``rla_core.preflight``); the CLI prints every line and
+    exits with :data:`PREFLIGHT_EXIT_CODE`.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems) or "preflight failed")
+
+
+# The exit code of `rla run`, `rla resume`, `rla study` and `rla config check` when the preflight fails
+# (docs/operations.md): distinct from 1 (any other error) so a scheduler can tell "fix the inputs" apart.
+PREFLIGHT_EXIT_CODE = 3

@@ -17,7 +17,7 @@ import polars as pl
 from rla_core.algo.episodes import check_env_error_share
 from rla_core.algo.metrics import eval_metrics, eval_rows
 from rla_core.models.serving import served_name
-from rla_core.settings import adapter_for, file_digest
+from rla_core.settings import adapter_for
 from rla_core.stage_inputs import EvaluateInputs, Role, RolloutRequest, StageName
 from tasks.stage import StageContext, StageRef, stage, stage_seed
 
@@ -87,7 +87,7 @@ def evaluate_frames(
     return out
 
 
-@stage(StageName.EVALUATE, inputs=EvaluateInputs, key_extra=lambda i: file_digest(i.task_file()))
+@stage(StageName.EVALUATE, inputs=EvaluateInputs, reads_file=lambda i: i.task_file())
 def evaluate(ctx: StageContext[EvaluateInputs], *, policy: StageRef) -> dict[str, float]:
     """Write 'eval' (played with :func:`eval_seed`, not the stage's per-iteration seed), and 'env_errors'
     when an attempt failed."""

@@ -10,7 +10,9 @@ A stage is declared with :func:`stage`, naming the slice of the configuration it
 Calling ``judge(run, iteration, rollouts=..., reward_model=...)`` computes the stage's content key —
 stage name, code version (:mod:`tasks.code_closure`: every project file the task module imports,
 transitively, or runs/reads as a declared resource), the canonical JSON of its slice (speed-only keys
-left out), its inputs' content keys and its seed. The body sees the slice, never the whole config, so a
+left out), its inputs' content keys, its seed and, for a stage declared with ``reads_file``, the sha256 of
+that data file's bytes (recorded in the manifest as :data:`READ_FILE_KEY`, so a later process can tell
+that the file changed since: ``flows.preflight``). The body sees the slice, never the whole config, so a
 field that changes its results always changes its key. The manifests are the source of truth: if the
 attempt in use has the same key and intact outputs, the stage is skipped; otherwise the body runs in a
 fresh attempt and its manifest is committed last. Metrics go to MLflow with ``step=iteration``.
@@ -44,7 +46,7 @@ import polars as pl
 
 from rla_core.config import ClusterConfig, RunConfig, TrainConfig, hash_jsonable
 from rla_core.errors import ArtifactError
-from rla_core.settings import SIDE_FILES
+from rla_core.settings import SIDE_FILES, file_digest
 from rla_core.stage_inputs import GenerationModels, Role, StageInputs, StageName
 from rla_core.store import ArtifactStore, StageWriter
 from rla_core.store.atomic import publish_dir
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
     from rla_core.models.launch import PlacementFields
 
 STAGE_SECONDS_KEY = "stage_compute_s"
+READ_FILE_KEY = "read_file"  # manifest extra of a stage declared with reads_file: {"path", "sha256"}
 InputsT = TypeVar("InputsT", bound=StageInputs)
 
 
@@ -291,7 +294,7 @@ class Stage(Generic[InputsT]):
         body: StageBody,
         *,
         inputs: type[InputsT],
-        key_extra: Callable[[InputsT], Any] | None,
+        reads_file: Callable[[InputsT], str] | None,
     ) -> None:
         if name in STAGES and STAGES[name].body.__module__ != body.__module__:
             raise ValueError(
@@ -300,7 +303,7 @@ class Stage(Generic[InputsT]):
         self.name = name
         self.body: StageBody = body
         self.inputs_type = inputs
-        self.key_extra = key_extra
+        self.reads_file = reads_file
         STAGES[name] = self
 
     @functools.cached_property
@@ -334,9 +337,18 @@ class Stage(Generic[InputsT]):
                 "config": hash_jsonable(sliced.key_json()),
                 "seed": stage_seed(run.config.seed, iteration, self.name),
                 "inputs": {k: v.content_key for k, v in sorted(inputs.items())},
-                "extra": self.key_extra(sliced) if self.key_extra else None,
+                "extra": self.file_digest(sliced),
             }
         )
+
+    def file_digest(self, sliced: InputsT) -> str | None:
+        """sha256 of the data file the stage reads (``reads_file``; part of its key), or None."""
+        return None if self.reads_file is None else file_digest(self.reads_file(sliced))
+
+    def _read_file(self, sliced: InputsT) -> dict[str, Any]:
+        if self.reads_file is None:
+            return {}
+        return {READ_FILE_KEY: {"path": self.reads_file(sliced), "sha256": self.file_digest(sliced)}}
 
     def __call__(self, run: RunContext, iteration: int, **inputs: StageRef) -> StageRef:
         planner = _PLANNER.get()
@@ -401,7 +413,12 @@ class Stage(Generic[InputsT]):
             manifest = writer.commit(
                 key,
                 inputs={k: v.content_key for k, v in inputs.items()},
-                extra={"metrics": metrics, "seed": seed, STAGE_SECONDS_KEY: elapsed},
+                extra={
+                    "metrics": metrics,
+                    "seed": seed,
+                    STAGE_SECONDS_KEY: elapsed,
+                    **self._read_file(ctx.inputs),
+                },
             )
         if run.tracker is not None:
             run.tracker.log_metrics(metrics, step=iteration)
@@ -424,12 +441,12 @@ def all_stages() -> dict[StageName, Stage[Any]]:
 
 
 def stage(
-    name: StageName, *, inputs: type[InputsT], key_extra: Callable[[InputsT], Any] | None = None
+    name: StageName, *, inputs: type[InputsT], reads_file: Callable[[InputsT], str] | None = None
 ) -> Callable[[StageBody], Stage[InputsT]]:
     """Declare a stage body and the configuration slice it reads (see the module docstring)."""
 
     def wrap(body: StageBody) -> Stage[InputsT]:
-        return Stage(name, body, inputs=inputs, key_extra=key_extra)
+        return Stage(name, body, inputs=inputs, reads_file=reads_file)
 
     return wrap
 

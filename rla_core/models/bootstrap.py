@@ -209,17 +209,8 @@ def resolve_model(ref: str, *, corpus: Sequence[str], cache_dir: Path) -> Path:
         return ensure_tiny_vl_model(ref.removeprefix(TINY_VL_PREFIX), corpus=corpus, cache_dir=cache_dir)
     path = Path(ref).expanduser()
     if path.exists():
-        if not path.is_dir():
-            raise ModelError(f"model path {ref!r} is a file: pass the checkpoint directory containing it")
-        validate_checkpoint(path)
-        return path
-    looks_local = ref.startswith(("/", ".", "~")) or (os.sep in ref and not _HUB_ID_RE.match(ref))
-    if looks_local or not _HUB_ID_RE.match(ref):
-        raise ModelError(
-            f"model path does not exist: {ref!r}; pass an existing checkpoint directory, "
-            "'tiny:<name>' / 'tiny-vl:<name>' for a bootstrapped tiny (vision-language) model, or a hub id "
-            "'org/name'"
-        )
+        return _local_checkpoint(ref, path)
+    _require_hub_id(ref)
     if os.environ.get("HF_HUB_OFFLINE", "").strip() not in ("", "0", "false", "False"):
         raise ModelError(
             f"model {ref!r} is neither a local directory nor 'tiny:<name>', and HF_HUB_OFFLINE is set, so "
@@ -228,6 +219,55 @@ def resolve_model(ref: str, *, corpus: Sequence[str], cache_dir: Path) -> Path:
     from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(ref))
+
+
+def _local_checkpoint(ref: str, path: Path) -> Path:
+    """``path`` (an existing path named by ``ref``) if it is a complete checkpoint directory."""
+    if not path.is_dir():
+        raise ModelError(f"model path {ref!r} is a file: pass the checkpoint directory containing it")
+    validate_checkpoint(path)
+    return path
+
+
+def _require_hub_id(ref: str) -> None:
+    """ModelError unless ``ref`` (not an existing path) reads as a hub id ``org/name``."""
+    looks_local = ref.startswith(("/", ".", "~")) or (os.sep in ref and not _HUB_ID_RE.match(ref))
+    if looks_local or not _HUB_ID_RE.match(ref):
+        raise ModelError(
+            f"model path does not exist: {ref!r}; pass an existing checkpoint directory, "
+            "'tiny:<name>' / 'tiny-vl:<name>' for a bootstrapped tiny (vision-language) model, or a hub id "
+            "'org/name'"
+        )
+
+
+def check_model_ref(ref: str) -> None:
+    """Raise :class:`ModelError` unless ``ref`` resolves without building, downloading or loading anything.
+
+    The preflight's check of a model reference (no network): ``'tiny:<name>'`` / ``'tiny-vl:<name>'``
+    with a name; an existing checkpoint directory (:func:`validate_checkpoint`); a hub id ``org/name``
+    whose ``config.json`` is in the local Hugging Face cache (``HF_HUB_CACHE``/``HF_HOME``).
+
+    Example:
+        >>> check_model_ref("tiny:policy")
+    """
+    for prefix in (TINY_PREFIX, TINY_VL_PREFIX):
+        if ref.startswith(prefix):
+            if not ref.removeprefix(prefix).strip():
+                raise ModelError(f"model {ref!r} has no name after '{prefix}'; e.g. '{prefix}policy'")
+            return
+    path = Path(ref).expanduser()
+    if path.exists():
+        _local_checkpoint(ref, path)
+        return
+    _require_hub_id(ref)
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if not isinstance(try_to_load_from_cache(ref, "config.json"), str):
+        raise ModelError(
+            f"hub model {ref!r} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}); download "
+            f"it beforehand (`hf download {ref}`, HF_HOME/HF_HUB_CACHE pointing at that cache) or pass "
+            "its local checkpoint directory"
+        )
 
 
 def validate_checkpoint(path: Path) -> None:

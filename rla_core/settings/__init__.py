@@ -52,10 +52,15 @@ def resolve_data_path(path: str | Path) -> Path:
 
 def read_jsonl(path: str | Path, *, what: str) -> list[dict[str, Any]]:
     """Rows of a JSONL file; a specific error names the file and line of any bad row."""
+    return [row for _lineno, row in numbered_jsonl(path, what=what)]
+
+
+def numbered_jsonl(path: str | Path, *, what: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, row) of every non-blank line of a JSONL file, as :func:`read_jsonl` checks them."""
     p = resolve_data_path(path)
     if not p.is_file():
         raise ConfigError(f"{what} file '{path}' does not exist; set it in the config or pass --tasks")
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[int, dict[str, Any]]] = []
     for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
@@ -65,7 +70,7 @@ def read_jsonl(path: str | Path, *, what: str) -> list[dict[str, Any]]:
             raise EnvironmentSpecError(f"{what} file '{p}' line {lineno} is not JSON: {exc.msg}") from None
         if not isinstance(row, dict):
             raise EnvironmentSpecError(f"{what} file '{p}' line {lineno} is not a JSON object")
-        rows.append(row)
+        rows.append((lineno, row))
     if not rows:
         raise EnvironmentSpecError(f"{what} file '{p}' has no tasks")
     return rows

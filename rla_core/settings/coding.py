@@ -66,7 +66,7 @@ def _load(path: str | Path, *, what: str) -> list[CodingTask]:
     if invalid:
         first = invalid[0]
         raise EnvironmentSpecError(
-            f"{what} file '{p}' has {len(invalid)} malformed problem(s); first: {first}"
+            f"{what} file '{p}' has {len(invalid)} malformed problem(s); first: {first.where}: {first.reason}"
         )
     return tasks
 

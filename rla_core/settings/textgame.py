@@ -18,7 +18,7 @@ from rla_core.algo.curriculum import PlayTask
 from rla_core.algo.labels import policy_samples, reward_samples
 from rla_core.config import Setting, TextGameEngine
 from rla_core.errors import EnvironmentSpecError
-from rla_core.settings import ProposalRequest, WarmStartData, read_jsonl
+from rla_core.settings import ProposalRequest, WarmStartData, numbered_jsonl
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
@@ -37,14 +37,23 @@ if TYPE_CHECKING:
     from rla_core.models.generator import Generator
 
 
-def _spec_rows(path: str | Path, *, what: str) -> list[tuple[str, dict[str, Any]]]:
+def _spec_rows(
+    path: str | Path, *, what: str, env: TextWorldEnv | AlfworldEnv
+) -> list[tuple[str, dict[str, Any]]]:
+    """(slot id, spec) of every row of a task file, each spec checked by ``env``; errors name the line."""
     out = []
-    for i, row in enumerate(read_jsonl(path, what=what)):
+    for lineno, row in numbered_jsonl(path, what=what):
         if not isinstance(row.get("slot_id"), str) or not isinstance(row.get("spec"), dict):
             raise EnvironmentSpecError(
-                f"{what} file '{path}' row {i + 1} needs a string 'slot_id' and an object 'spec' "
+                f"{what} file '{path}' line {lineno} needs a string 'slot_id' and an object 'spec' "
                 '(e.g. {"slot_id": "tw-0", "spec": {"world_size": 1, "nb_objects": 3, "quest_length": 1, "seed": 1}})'
             )
+        try:
+            env.validate_spec(row["spec"])
+        except EnvironmentSpecError as exc:
+            raise EnvironmentSpecError(
+                f"{what} file '{path}' line {lineno} (slot {row['slot_id']!r}): {exc}"
+            ) from None
         out.append((row["slot_id"], row["spec"]))
     return out
 
@@ -69,13 +78,12 @@ class TextGameSetting:
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         section = need(inputs.textgame, Setting.TEXTGAME)
         env = self.env(section)
-        rows = _spec_rows(section.tasks, what="training task")
-        for _slot, spec in rows:
-            env.validate_spec(spec)
+        rows = _spec_rows(section.tasks, what="training task", env=env)
         return [(slot, env.name, spec) for slot, spec in rows]
 
     def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]:
-        rows = _spec_rows(path or need(inputs.textgame, Setting.TEXTGAME).eval_tasks, what="evaluation task")
+        section = need(inputs.textgame, Setting.TEXTGAME)
+        rows = _spec_rows(path or section.eval_tasks, what="evaluation task", env=self.env(section))
         return [PlayTask(slot, slot, False, spec) for slot, spec in rows]
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
