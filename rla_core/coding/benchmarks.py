@@ -188,6 +188,7 @@ def assemble_program(code: str, task: CodingTask) -> str:
     with it; LiveCodeBench's header goes first. Our own problems have neither (the code is unchanged).
 
     Example:
+        >>> from rla_core.coding.tasks import TestMethod
         >>> t = CodingTask("t", "q", TestMethod.STDIO, (("1", "1"),), partial_solution="x = 1")
         >>> assemble_program("print(x)", t)
         'x = 1\\nprint(x)'
