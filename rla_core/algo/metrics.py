@@ -110,6 +110,12 @@ def eval_metrics(evals: pl.DataFrame) -> dict[str, float]:
 EVAL_CODE_ACC = "policy/eval_code_acc"
 EVAL_UT_ACC = "reward_model/eval_ut_acc"
 EVAL_DETECT = "reward_model/eval_detect"
+# How status, report and `rla eval` name them (the paper's table: code acc / UT acc / detect).
+CODING_EVAL_LABELS: dict[str, str] = {
+    EVAL_CODE_ACC: "code acc",
+    EVAL_UT_ACC: "UT acc",
+    EVAL_DETECT: "detect",
+}
 
 
 def coding_eval_metrics(

@@ -454,8 +454,8 @@ def load_benchmark(
     """
     p = Path(path)
     if fmt is ProblemFormat.RLA:
-        tasks, invalid = load_problems(p)
-        return (tasks[:limit] if limit else tasks), invalid
+        ours, bad = load_problems(p)
+        return (ours[:limit] if limit else ours), bad
     if not p.is_file():
         raise EnvironmentSpecError(
             f"{fmt} file '{p}' does not exist; docs/coding-benchmarks.md shows where the files go"
