@@ -20,7 +20,7 @@ from rich.table import Table
 
 from flows import signals
 from flows.process_env import apply_process_defaults
-from rla_core.config import RunConfig, load_config, resolve_config
+from rla_core.config import ProblemFormat, RunConfig, load_config, resolve_config
 from rla_core.errors import PREFLIGHT_EXIT_CODE, PreflightError, RlaError
 
 app = typer.Typer(
@@ -269,6 +269,14 @@ def eval_(
         int | None, typer.Option(help="Iteration whose policy to evaluate (default: latest).")
     ] = None,
     tasks_file: Annotated[Path | None, typer.Option("--tasks", help="JSONL of held-out task specs.")] = None,
+    tasks_format: Annotated[
+        ProblemFormat | None,
+        typer.Option(
+            "--format",
+            help="Coding: layout of --tasks (rla, livebench, livecodebench, codecontests; "
+            "docs/coding-benchmarks.md). Default: the run's coding.eval_format.",
+        ),
+    ] = None,
     seed: Annotated[
         int | None,
         typer.Option(help="Episode seed (default: the run's evaluation seed, the same at every iteration)."),
@@ -281,12 +289,14 @@ def eval_(
     """Evaluate a policy checkpoint of a run on held-out tasks, with a per-task breakdown."""
 
     def body() -> None:
-        from flows.evals import evaluate_run, own_evaluation, save_eval
+        from flows.evals import coding_eval_line, evaluate_run, own_evaluation, save_eval
         from flows.runs import require_run
 
         store = _store(root)
         require_run(store, run_id)
-        result = evaluate_run(store, run_id, checkpoint=checkpoint, tasks_file=tasks_file, seed=seed)
+        result = evaluate_run(
+            store, run_id, checkpoint=checkpoint, tasks_file=tasks_file, seed=seed, tasks_format=tasks_format
+        )
         how = "the run's evaluation seed" if result.stage_seed else "given with --seed"
         success = result.metrics.get("policy/eval_success_rate", float("nan"))
         out.print(
@@ -295,6 +305,9 @@ def eval_(
             highlight=False,
             soft_wrap=True,
         )
+        coding = coding_eval_line(result.metrics)
+        if coding:
+            out.print(coding, highlight=False, soft_wrap=True)
         table = Table("task", "episodes", "success", "mean steps")
         for row in result.by_task.iter_rows(named=True):
             table.add_row(

@@ -24,7 +24,8 @@ from typing import Any
 
 import polars as pl
 
-from rla_core.errors import ArtifactError
+from rla_core.config import ProblemFormat, Setting
+from rla_core.errors import ArtifactError, ConfigError
 from rla_core.stage_inputs import StageName
 from rla_core.store import ArtifactStore
 from rla_core.store.artifacts import PARQUET_COMPRESSION, PARQUET_COMPRESSION_LEVEL, sha256_bytes
@@ -71,40 +72,83 @@ def per_task(evals: pl.DataFrame) -> pl.DataFrame:
 
 
 @contextlib.contextmanager
-def policy_checkpoint(store: ArtifactStore, run_id: str, iteration: int, stage: str) -> Iterator[Path]:
-    """The policy checkpoint of a stage as a local directory: in place on a local root, else a temp copy."""
+def policy_checkpoint(
+    store: ArtifactStore, run_id: str, iteration: int, stage: str, role: str = "policy"
+) -> Iterator[Path]:
+    """The ``role`` checkpoint of a stage as a local directory: in place on a local root, else a temp copy."""
     manifest = store.manifest(run_id, iteration, stage)
     if manifest is None:
         raise ArtifactError(
             f"stage '{stage}' of iteration {iteration} in run '{run_id}' has no committed attempt"
         )
     if not store.remote:
-        yield Path(store.attempt_location(run_id, iteration, stage, manifest.attempt)) / "policy"
+        yield Path(store.attempt_location(run_id, iteration, stage, manifest.attempt)) / role
         return
     with tempfile.TemporaryDirectory(prefix="rla-eval-") as tmp:
-        yield store.get_dir(run_id, iteration, stage, "policy", Path(tmp) / "policy")
+        yield store.get_dir(run_id, iteration, stage, role, Path(tmp) / role)
 
 
 def evaluate_run(
-    store: ArtifactStore, run_id: str, *, checkpoint: int | None, tasks_file: Path | None, seed: int | None
+    store: ArtifactStore,
+    run_id: str,
+    *,
+    checkpoint: int | None,
+    tasks_file: Path | None,
+    seed: int | None,
+    tasks_format: ProblemFormat | None = None,
 ) -> EvalResult:
-    """Play the held-out tasks with the policy of iteration ``checkpoint`` (default: latest)."""
+    """Play the held-out tasks with the policy of iteration ``checkpoint`` (default: latest).
+
+    Coding runs also have that iteration's reward model write unit tests for the held-out problems (code
+    accuracy, unit-test accuracy and detection, as the evaluate stage reports them). ``tasks_format``: the
+    layout of ``tasks_file`` (default: the run's ``coding.eval_format``).
+    """
     import torch
 
     from flows.runs import latest_checkpoint_stage, load_run_config
-    from rla_core.algo.metrics import eval_metrics
+    from rla_core.algo.metrics import eval_metrics, eval_rows
+    from rla_core.models.generator import GeneratorSpec
     from rla_core.stage_inputs import EvaluateInputs, Role
-    from tasks.evaluate import eval_seed, evaluate_checkpoint
+    from tasks.evaluate import eval_seed, evaluate_unit_tests, play_checkpoint
 
     cfg = load_run_config(store, run_id)
     inputs = EvaluateInputs.from_config(cfg)
+    if tasks_format is not None:
+        if inputs.coding is None:
+            raise ConfigError(
+                f"--format names a coding problem layout; run '{run_id}' is a {cfg.setting} run"
+            )
+        inputs = inputs.model_copy(
+            update={"coding": inputs.coding.model_copy(update={"eval_format": tasks_format})}
+        )
     it, stage = latest_checkpoint_stage(store, run_id, Role.POLICY, checkpoint)
     stage_seed = eval_seed(cfg.seed)
     used = stage_seed if seed is None else seed
     torch.set_num_threads(inputs.threads)  # as the stages do: thread count can change float sums
     with policy_checkpoint(store, run_id, it, stage) as policy_dir:
-        frame = evaluate_checkpoint(inputs, policy_dir, tasks_file=tasks_file, iteration=it, seed=used)
-    return EvalResult(it, stage, used, used == stage_seed, frame, eval_metrics(frame), per_task(frame))
+        played = play_checkpoint(inputs, policy_dir, tasks_file=tasks_file, iteration=it, seed=used)
+    frame = eval_rows(played.frames["rollouts"], iteration=it)
+    metrics = eval_metrics(frame)
+    if cfg.setting is Setting.CODING:  # the reward model of the same iteration writes the unit tests
+        rm_it, rm_stage = latest_checkpoint_stage(store, run_id, Role.REWARD, it)
+        with policy_checkpoint(store, run_id, rm_it, rm_stage, Role.REWARD) as reward_dir:
+            spec = GeneratorSpec(
+                checkpoint=reward_dir,
+                models=inputs.models,
+                role=Role.REWARD,
+                name=None,
+                threads=inputs.threads,
+            )
+            metrics |= evaluate_unit_tests(inputs, played, spec, iteration=it, seed=used)[1]
+    return EvalResult(it, stage, used, used == stage_seed, frame, metrics, per_task(frame))
+
+
+def coding_eval_line(metrics: dict[str, float]) -> str:
+    """'code acc 0.500, UT acc 0.500, detect 0.333' from an evaluation's metrics ('' when not coding)."""
+    from rla_core.algo.metrics import CODING_EVAL_LABELS
+
+    parts = [f"{label} {metrics[key]:.3f}" for key, label in CODING_EVAL_LABELS.items() if key in metrics]
+    return ", ".join(parts)
 
 
 def own_evaluation(store: ArtifactStore, run_id: str, iteration: int) -> float | None:

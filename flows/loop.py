@@ -46,6 +46,11 @@ class LoopState:
     models: StageRef  # the bootstrap stage (frozen environment model, when one is configured)
 
 
+def unit_test_writer(setting: Setting, reward_model: StageRef) -> dict[str, StageRef]:
+    """The evaluate stage's reward-model input: coding evaluates the reward model's unit tests too."""
+    return {"reward_model": reward_model} if setting is Setting.CODING else {}
+
+
 @prefect_flow(name="rlanything-iteration", flow_run_name="{run.run_id}-iter{iteration}")
 def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopState:
     """One RL step of RLAnything (spec §1)."""
@@ -77,9 +82,10 @@ def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopSta
         if cfg.training.reward.enabled
         else state.reward_model
     )
-    # 6. Held-out evaluation of the new policy (every evaluation.every iterations and after the last).
+    # 6. Held-out evaluation of the new policy (every evaluation.every iterations and after the last);
+    #    coding: with the new reward model's unit tests (code accuracy, UT accuracy, detection).
     if eval_due(cfg, iteration):
-        evaluate(run, iteration, policy=policy)
+        evaluate(run, iteration, policy=policy, **unit_test_writer(cfg.setting, reward_model))
     return LoopState(policy=policy, reward_model=reward_model, tasks=tasks, models=state.models)
 
 
@@ -89,7 +95,7 @@ def training_loop(run: RunContext) -> LoopState:
     tasks = seed_tasks(run, 0)
     models = bootstrap(run, 0)
     # Iteration 0's evaluation is the warm-started policy: the baseline every learning curve starts from.
-    evaluate(run, 0, policy=models)
+    evaluate(run, 0, policy=models, **unit_test_writer(run.config.setting, models))
     state = LoopState(policy=models, reward_model=models, tasks=tasks, models=models)
     for iteration in range(1, run.config.iterations + 1):
         state = iteration_flow(run, iteration, state)

@@ -27,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from flows.study import refresh_study, require_study, run_metrics, summary_tables
+from rla_core.algo.metrics import CODING_EVAL_LABELS
 from rla_core.algo.stats import mean_interval
 from rla_core.algo.study import CLEAN, EVAL_HIGH, EVAL_LOW, EVAL_RATE, StudySummary
 from rla_core.config import Setting
@@ -193,6 +194,22 @@ def run_figures(frame: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str], li
         "rollouts whose outcome the mean step vote foresees."
     )
 
+    # Coding: the paper's held-out columns (docs/method.md, "Coding evaluation"); other settings have none.
+    fig = go.Figure()
+    for i, (metric, label) in enumerate(CODING_EVAL_LABELS.items()):
+        xs, ys = _series(frame, metric)
+        if xs:
+            fig.add_trace(
+                go.Scatter(x=xs, y=ys, mode="lines+markers", name=label, line={"color": _PALETTE[i]})
+            )
+    if fig.data:
+        figures["coding"] = _layout(fig, "Coding evaluation (held-out)", "share", rate=True)
+        captions["coding"] = (
+            "Code accuracy: held-out programs passing every GT test; UT accuracy: the reward model's tests that "
+            "every right program passes; detection: its tests that every right program passes and every wrong "
+            "one fails (tasks with both)."
+        )
+
     fig = make_subplots(
         rows=1, cols=4, subplot_titles=("KL (k3)", "clip fraction", "rows used", "zero-advantage share")
     )
@@ -249,13 +266,27 @@ def run_report(store: ArtifactStore, run_id: str) -> Report:
     report = Report(title=f"rlanything run {run_id}", figures=figures, captions=captions, missing=missing)
     iterations = sorted(set(frame["iteration"].to_list()))
     evals = _series(frame, EVAL_RATE)
+    # Coding adds the paper's three columns to the table (an iteration without one shows '-').
+    coding = {
+        label: dict(zip(*_series(frame, metric), strict=True))
+        for metric, label in CODING_EVAL_LABELS.items()
+        if _series(frame, metric)[0]
+    }
     rows = "".join(
-        f"<tr><td>{it}</td><td>{v:.3f}</td></tr>" for it, v in zip(evals[0], evals[1], strict=True)
+        f"<tr><td>{it}</td><td>{v:.3f}</td>"
+        + "".join(f"<td>{by_it[it]:.3f}</td>" if it in by_it else "<td>-</td>" for by_it in coding.values())
+        + "</tr>"
+        for it, v in zip(evals[0], evals[1], strict=True)
     )
+    heads = "".join(f"<th>{html.escape(label)}</th>" for label in coding)
     report.sections_html.append(
         f"<p>Artifacts: <code>{html.escape(store.run_location(run_id))}</code>; iterations with committed stages: "
         f"{', '.join(map(str, iterations)) or 'none'}.</p>"
-        + (f"<table><tr><th>iteration</th><th>held-out success</th></tr>{rows}</table>" if rows else "")
+        + (
+            f"<table><tr><th>iteration</th><th>held-out success</th>{heads}</tr>{rows}</table>"
+            if rows
+            else ""
+        )
     )
     screens = screens_html(store, run_id)
     if screens:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flows.runs import load_run_config, package_code_version, resolve_mlflow_uri, resolve_root
-from rla_core.config import RunConfig
+from rla_core.algo.metrics import CODING_EVAL_LABELS, EVAL_CODE_ACC, EVAL_DETECT, EVAL_UT_ACC
+from rla_core.config import RunConfig, Setting
 from rla_core.store import ArtifactStore
 from rla_core.store.lock import pid_alive
 from rla_core.store.manifest import this_host
@@ -24,6 +25,20 @@ HEADLINE: dict[str, tuple[str, ...]] = {
     "kept rows": ("policy/samples",),
     "KL": ("policy/kl", "reward_model/kl"),
 }
+# Coding runs add the paper's three coding columns: held-out values on the evaluate stage, the training
+# problems' on the label stage (docs/method.md, "Coding evaluation").
+CODING_HEADLINE: dict[str, tuple[str, ...]] = {
+    CODING_EVAL_LABELS[EVAL_CODE_ACC]: (EVAL_CODE_ACC, "policy/gt_pass_all_acc"),
+    CODING_EVAL_LABELS[EVAL_UT_ACC]: (EVAL_UT_ACC, "reward_model/syn_ut_acc"),
+    CODING_EVAL_LABELS[EVAL_DETECT]: (EVAL_DETECT, "reward_model/perfect_ut_rate"),
+}
+
+
+def headline_columns(setting: Setting) -> dict[str, tuple[str, ...]]:
+    """The headline columns of a run's status table: :data:`HEADLINE`, plus :data:`CODING_HEADLINE` in coding."""
+    return HEADLINE | (CODING_HEADLINE if setting is Setting.CODING else {})
+
+
 # A progress record not refreshed for this long, from a process we cannot probe, reads as stale.
 STALE_AFTER_S = 120.0
 
@@ -46,7 +61,7 @@ class StageRow:
     progress: str = ""
 
     def headline(self, column: str) -> str:
-        for key in HEADLINE[column]:
+        for key in (HEADLINE | CODING_HEADLINE)[column]:
             if key in self.metrics:
                 return format_metric(float(self.metrics[key]))
         return ""
@@ -187,13 +202,14 @@ def run_table(store: ArtifactStore, run_id: str, *, full: bool) -> tuple[str, An
         f"  mlflow:    {resolve_mlflow_uri(cfg.tracking.mlflow_uri)} (experiment '{cfg.tracking.experiment}', "
         f"tag rla.run_id={run_id})"
     )
+    columns = headline_columns(cfg.setting)
     # Headers and cells are never cut (the issue: 'policy/kl=0.000' for 0.0009695): minimum widths.
     table = Table(
         *(
             Column(c, no_wrap=True, min_width=len(c))
             for c in ("iter", "stage", "state", "attempt", "seconds")
         ),
-        *(Column(c, justify="right", no_wrap=True, min_width=max(len(c), 9)) for c in HEADLINE),
+        *(Column(c, justify="right", no_wrap=True, min_width=max(len(c), 9)) for c in columns),
     )
     if full:
         table.add_column("all metrics", overflow="fold")
@@ -201,7 +217,7 @@ def run_table(store: ArtifactStore, run_id: str, *, full: bool) -> tuple[str, An
     for r in rows:
         cells = [
             str(r.iteration), r.stage, r.state, str(r.attempt or "-"),
-            f"{r.seconds:.1f}" if r.seconds is not None else "-", *(r.headline(c) for c in HEADLINE),
+            f"{r.seconds:.1f}" if r.seconds is not None else "-", *(r.headline(c) for c in columns),
         ]  # fmt: skip
         if full:
             cells.append(

@@ -42,6 +42,15 @@ class Backend(StrEnum):
     VLLM = "vllm"
 
 
+class ProblemFormat(StrEnum):
+    """The layout of a coding problem file (docs/coding-benchmarks.md)."""
+
+    RLA = "rla"  # ours: data/coding/README.md
+    LIVEBENCH = "livebench"  # LiveBench's coding category (LCB_generation, coding_completion)
+    LIVECODEBENCH = "livecodebench"  # LiveCodeBench code-generation release files
+    CODECONTESTS = "codecontests"  # DeepMind CodeContests
+
+
 class RewriterKind(StrEnum):
     """How environment tasks are rewritten (design §5 TaskRewriter)."""
 
@@ -438,7 +447,25 @@ class CodingConfig(_Section):
     """Coding setting: unit-test-writing reward model and execution limits (spec §1.1, §2.3-2.5)."""
 
     problems: str = Field("data/coding/problems.jsonl", description="Seed problem set (JSONL).")
-    eval_problems: str = Field("data/coding/eval.jsonl", description="Held-out problems for evaluation.")
+    eval_problems: str = Field(
+        "data/coding/eval.jsonl",
+        description="Held-out problems for evaluation: a JSONL or Parquet file in eval_format.",
+    )
+    eval_format: ProblemFormat = Field(
+        ProblemFormat.RLA,
+        description="Layout of eval_problems: rla (ours), livebench, livecodebench or codecontests "
+        "(a user's local copy of the paper's benchmarks, docs/coding-benchmarks.md).",
+    )
+    eval_limit: int = Field(
+        0, ge=0, description="Evaluate on the first N valid problems of eval_problems; 0 = all of them."
+    )
+    benchmark_time_limit_s: float = Field(
+        6.0,
+        gt=0.0,
+        le=60.0,
+        description="Per-test limit for benchmark problems whose rows carry none (LiveBench and "
+        "LiveCodeBench grade with 6 s); CodeContests rows carry their own.",
+    )
     unit_tests_per_task: int = Field(4, ge=1, description="K: unit tests the RM writes per task.")
     unit_test_sampling: SamplingConfig = Field(
         default_factory=lambda: SamplingConfig(temperature=0.8, top_p=1.0, max_new_tokens=64)

@@ -44,6 +44,7 @@ from rla_core.config import (
     JudgeConfig,
     LoraConfig,
     ModelsConfig,
+    ProblemFormat,
     RewardConfig,
     RolloutConfig,
     RunConfig,
@@ -237,7 +238,14 @@ class CodingWarmStart(CodingSandbox):
 
 
 class CodingEval(CodingSandbox):
+    """The held-out problems, and the reward model's unit tests on them (code accuracy, UT accuracy, detection)."""
+
     eval_problems: str
+    eval_format: ProblemFormat
+    eval_limit: int
+    benchmark_time_limit_s: float
+    unit_tests_per_task: int
+    unit_test_sampling: SamplingConfig
 
 
 class CodingUnitTests(Slice):

@@ -11,6 +11,7 @@ from typing import cast
 
 import polars as pl
 
+from rla_core.algo.coding_rewards import coding_metrics
 from rla_core.algo.episodes import env_error_rate, episode_status, played
 from rla_core.config import Band
 from rla_core.schemas import validate
@@ -130,3 +131,34 @@ def eval_metrics(evals: pl.DataFrame) -> dict[str, float]:
             "policy/eval_mean_steps": _mean(kept["steps"]),
         }
     return out
+
+
+# The paper's coding evaluation columns (spec §2.5): code accuracy, unit-test accuracy and detection.
+EVAL_CODE_ACC = "policy/eval_code_acc"
+EVAL_UT_ACC = "reward_model/eval_ut_acc"
+EVAL_DETECT = "reward_model/eval_detect"
+# How status, report and `rla eval` name them (the paper's table: code acc / UT acc / detect).
+CODING_EVAL_LABELS: dict[str, str] = {
+    EVAL_CODE_ACC: "code acc",
+    EVAL_UT_ACC: "UT acc",
+    EVAL_DETECT: "detect",
+}
+
+
+def coding_eval_metrics(
+    rollouts: pl.DataFrame, executions: pl.DataFrame, unit_tests: pl.DataFrame
+) -> dict[str, float]:
+    """Code accuracy, unit-test accuracy and detection of one evaluation (docs/method.md).
+
+    The held-out programs (``rollouts``), their runs on the GT and the reward model's tests
+    (``executions``, both kinds) and those tests (``unit_tests``) through
+    :func:`rla_core.algo.coding_rewards.coding_metrics`: ``acc`` → :data:`EVAL_CODE_ACC`, ``syn_ut_acc``
+    → :data:`EVAL_UT_ACC`, ``perfect_ut_rate`` → :data:`EVAL_DETECT`. A metric without a denominator
+    (e.g. detection when every program is right) is left out, not reported as 0.
+
+    Example: one task, a right and a wrong program, one test that only the right one passes →
+    code accuracy 1/2, UT accuracy 1, detection 1.
+    """
+    names = {"acc": EVAL_CODE_ACC, "syn_ut_acc": EVAL_UT_ACC, "perfect_ut_rate": EVAL_DETECT}
+    values = coding_metrics(rollouts, executions, unit_tests)
+    return {names[k]: float(v) for k, v in values.items() if v is not None}

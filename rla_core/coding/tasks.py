@@ -52,6 +52,14 @@ class CodingTask:
     test_prelude: str = ""
     solution: str | None = None
     source: str = "seed"
+    # Provenance of a benchmark problem (rla_core.coding.benchmarks): the release it came from and its id
+    # there. Absent (None) for our own problems.
+    release: str | None = None
+    problem_id: str | None = None
+    # Benchmark harness rules, applied by rla_core.coding.benchmarks.assemble_program: source put before
+    # every program (LiveCodeBench's imports), and LiveBench's code-completion prefix.
+    program_header: str = ""
+    partial_solution: str = ""
 
     def spec(self) -> dict[str, Any]:
         """The task as a JSON-able dict (round-trips through :meth:`from_spec`)."""
@@ -66,6 +74,16 @@ class CodingTask:
             "test_prelude": self.test_prelude,
             "solution": self.solution,
             "source": self.source,
+            # Only when set, so our own problems' specs (and the keys hashed from them) stay as they were.
+            **{k: v for k, v in self._benchmark_fields().items() if v},
+        }
+
+    def _benchmark_fields(self) -> dict[str, str | None]:
+        return {
+            "release": self.release,
+            "problem_id": self.problem_id,
+            "program_header": self.program_header,
+            "partial_solution": self.partial_solution,
         }
 
     @staticmethod
@@ -111,6 +129,10 @@ class CodingTask:
         solution = spec.get("solution")
         if not isinstance(prelude, str) or (solution is not None and not isinstance(solution, str)):
             raise bad("test_prelude/solution", "must be strings")
+        extra = {k: spec.get(k) for k in ("release", "problem_id", "program_header", "partial_solution")}
+        for key, value in extra.items():
+            if value is not None and not isinstance(value, str):
+                raise bad(key, f"must be a string, got {type(value).__name__}")
         return CodingTask(
             task_id=pid,
             question=question,
@@ -121,6 +143,10 @@ class CodingTask:
             test_prelude=prelude,
             solution=solution,
             source=str(spec.get("source", "seed")),
+            release=extra["release"],
+            problem_id=extra["problem_id"],
+            program_header=extra["program_header"] or "",
+            partial_solution=extra["partial_solution"] or "",
         )
 
 

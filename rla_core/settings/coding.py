@@ -8,6 +8,7 @@ rollout; the execute stage runs the programs on the reward model's generated tes
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ from rla_core.stage_inputs import (
 )
 
 if TYPE_CHECKING:
-    from rla_core.coding.tasks import CodingTask
+    from rla_core.coding.tasks import CodingTask, InvalidProblem
     from rla_core.models.generator import Generator
     from rla_core.sandbox.runner import Sandbox
 
@@ -63,12 +64,17 @@ def _load(path: str | Path, *, what: str) -> list[CodingTask]:
 
     p = resolve_data_path(path)
     tasks, invalid = load_problems(p)
+    _refuse_malformed(invalid, f"{what} file '{p}'")
+    return tasks
+
+
+def _refuse_malformed(invalid: Sequence[InvalidProblem], where: str) -> None:
+    """An EnvironmentSpecError naming how many problems of ``where`` are malformed, and the first one."""
     if invalid:
         first = invalid[0]
         raise EnvironmentSpecError(
-            f"{what} file '{p}' has {len(invalid)} malformed problem(s); first: {first.where}: {first.reason}"
+            f"{where} has {len(invalid)} malformed problem(s); first: {first.where}: {first.reason}"
         )
-    return tasks
 
 
 def programs_frame(rollouts: pl.DataFrame) -> pl.DataFrame:
@@ -99,7 +105,15 @@ class CodingSetting:
         return [(t.task_id, self.env_name, t.spec()) for t in _load(problems, what="training problem")]
 
     def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]:
-        tasks = _load(path or need(inputs.coding, Setting.CODING).eval_problems, what="evaluation problem")
+        from rla_core.coding.benchmarks import load_benchmark
+
+        section = need(inputs.coding, Setting.CODING)
+        p = resolve_data_path(path or section.eval_problems)
+        # Ours or a benchmark's layout (docs/coding-benchmarks.md); a malformed row stops the evaluation.
+        tasks, invalid = load_benchmark(
+            p, section.eval_format, time_limit_s=section.benchmark_time_limit_s, limit=section.eval_limit
+        )
+        _refuse_malformed(invalid, f"evaluation problem file '{p}' ({section.eval_format})")
         return [PlayTask(t.task_id, t.task_id, False, t.spec()) for t in tasks]
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
@@ -121,6 +135,7 @@ class CodingSetting:
         return WarmStartData(corpus=list(corpus), policy_rows=policy, reward_rows=reward)
 
     def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
+        from rla_core.coding.benchmarks import assemble_program
         from rla_core.coding.execute import gt_tests_frame, run_tests
         from rla_core.coding.prompts import policy_prompt
         from rla_core.coding.unit_tests import extract_program
@@ -138,9 +153,15 @@ class CodingSetting:
         ]
         outputs = generator.generate(prompts, n=request.n, sampling=request.sampling, seed=request.seed)
         rows: list[dict[str, Any]] = []
-        for task, prompt, samples in zip(tasks, prompts, outputs, strict=True):
+        for task, code, prompt, samples in zip(tasks, coding, prompts, outputs, strict=True):
             for rollout_id, gen in enumerate(samples):
                 program = extract_program(gen.text)
+                # A benchmark's harness rules (imports, LiveBench's completion prefix); ours: as written.
+                action = (
+                    assemble_program(program.value, code)
+                    if program.valid and program.value
+                    else (program.value or "")
+                )
                 rows.append(
                     {
                         "iteration": iteration,
@@ -151,7 +172,7 @@ class CodingSetting:
                         "step": 0,
                         "prompt": prompt,
                         "response": gen.text,
-                        "action": program.value or "",
+                        "action": action,
                         "action_valid": program.valid,
                         "invalid_reason": program.reason,
                         "next_observation": "",

@@ -7,18 +7,21 @@ with "set models.environment" before). Real sandbox, real headless Chromium, rea
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from flows.report import SCREEN_STEPS, screens_html
+from flows.report import SCREEN_STEPS, run_report, screens_html
 from flows.runs import load_run_config
+from rla_core.algo.metrics import CODING_EVAL_LABELS, EVAL_CODE_ACC, coding_eval_metrics
 from rla_core.errors import ArtifactError
 from rla_core.stage_inputs import Role, StageName
 from rla_core.store import ArtifactStore
 from tasks.context import RunContext
 from tasks.stage import STAGES, StageContext, StageRef, all_stages, train_checkpoint
+from tests.coding import benchmark_fixtures as fx
 from tests.flows.conftest import CODING_ITERATION, ITERATION, REPO, FlowEnv, planned
 
 TINY = ["--set", "iterations=1", "--set", "rollout.tasks_per_iter=2", "--set", "rollout.rollouts_per_task=2",
@@ -29,15 +32,37 @@ def committed(store: ArtifactStore, run_id: str) -> set[tuple[int, str]]:
     return set(store.committed(run_id))
 
 
-def test_one_coding_iteration_without_rewrite_targets(flow_env: FlowEnv) -> None:
-    root = flow_env.base / "runs-coding"
-    proc = flow_env.rla(
-        "run", "--preset", "coding", *flow_env.settings(root), "--run-id", "c1", *TINY,
+def coding_run(flow_env: FlowEnv, root: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """A tiny seeded coding run (trains on our problems) evaluating on the LiveCodeBench fixture release."""
+    return flow_env.rla(
+        "run", "--preset", "coding", *flow_env.settings(root), "--run-id", run_id, *TINY,
         "--set", "coding.unit_tests_per_task=2", "--set", "rollout.sampling.max_new_tokens=48",
         "--set", "evaluation.sampling.max_new_tokens=48",
         "--set", "adaptation.alpha_low=0.0", "--set", "adaptation.alpha_high=1.0",
-        "--set", "training.policy.micro_batch_size=4", timeout=1800,
+        "--set", f"coding.eval_problems={fx.LCB_FILE}", "--set", "coding.eval_format=livecodebench",
+        *extra, timeout=1800,
     )  # fmt: skip
+
+
+def coding_eval_is_consistent(store: ArtifactStore, run_id: str, iteration: int) -> dict[str, float]:
+    """The evaluate stage's three coding metrics are those of its own artifacts (a metric is present iff it
+    has a denominator: UT accuracy needs a right program, detection a task with right and wrong ones)."""
+    metrics = store.manifest(run_id, iteration, "evaluate").extra["metrics"]
+    frames = {
+        name: store.read_frame(run_id, iteration, "evaluate", name)
+        for name in ("rollouts", "executions", "unit_tests")
+    }
+    assert frames["unit_tests"].height == 3 * 2  # the 3 fixture problems × K = 2 tests of the reward model
+    assert set(frames["executions"]["test_kind"]) <= {"gt", "generated"}
+    coding = {k: v for k, v in metrics.items() if k in CODING_EVAL_LABELS}
+    assert coding == pytest.approx(coding_eval_metrics(**frames)) and EVAL_CODE_ACC in coding
+    assert coding[EVAL_CODE_ACC] == pytest.approx(metrics["policy/eval_success_rate"])
+    return coding
+
+
+def test_one_coding_iteration_without_rewrite_targets(flow_env: FlowEnv) -> None:
+    root = flow_env.base / "runs-coding"
+    proc = coding_run(flow_env, root, "c1", "--set", "training.policy.micro_batch_size=4")
     store = ArtifactStore(str(root))
     # One key of a section set: its siblings keep their values (the lr stays the documented 1e-4).
     stored = store.read_run_info("c1").config["training"]
@@ -59,6 +84,34 @@ def test_one_coding_iteration_without_rewrite_targets(flow_env: FlowEnv) -> None
     adapt = store.manifest("c1", 1, "adapt")
     assert adapt is not None and adapt.extra["metrics"]["env/rewrite_targets"] == 0.0
     assert store.read_frame("c1", 1, "adapt", "proposals").height == 0
+    # Evaluated on the LiveCodeBench fixture (stdin and functional problems, packed private tests): the
+    # policy's programs, the reward model's tests on them, and the paper's three coding metrics.
+    played = store.read_frame("c1", 1, "evaluate", "rollouts")
+    assert set(played["task_id"]) == {"lcb-abc900_a", "lcb-3999", "lcb-4000"}
+    for iteration in (0, 1):
+        coding_eval_is_consistent(store, "c1", iteration)
+    status = flow_env.rla("status", "c1", "--root", str(root)).stdout
+    assert "code acc" in status and "UT acc" in status, status  # (the last column is cut at 80 characters)
+    report = run_report(store, "c1")
+    # Only the metrics with a denominator are drawn: code accuracy always; UT accuracy and detection once a
+    # held-out program is right (the tiny policy rarely writes one).
+    assert "coding" in report.figures and "<th>code acc</th>" in report.sections_html[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fmt", "path", "ids"),
+    [
+        ("livebench", fx.LIVEBENCH_FILE, 3),
+        ("codecontests", fx.CODECONTESTS_FILE, 2),
+    ],
+)
+def test_rla_eval_on_the_other_benchmark_fixtures(flow_env: FlowEnv, fmt: str, path: Path, ids: int) -> None:
+    """`rla eval --tasks FILE --format F`: a run's checkpoints on LiveBench's and CodeContests' layouts."""
+    root = flow_env.base / f"runs-coding-{fmt}"
+    coding_run(flow_env, root, "ce", "--set", "evaluation.every=1")
+    out = flow_env.rla("eval", "ce", "--root", str(root), "--tasks", str(path), "--format", fmt).stdout
+    assert "code acc" in out and out.count("\n│ ") >= ids, out
 
 
 def first_lines(src: Path, dst: Path, n: int) -> Path:
