@@ -37,6 +37,7 @@ from flows.study import (
     run_metrics,
     summary_tables,
 )
+from rla_core.algo.metrics import EVAL_ENV_ERROR_RATE
 from rla_core.algo.stats import mean_interval
 from rla_core.config import Setting
 from rla_core.errors import UsageError
@@ -258,18 +259,27 @@ def run_report(store: ArtifactStore, run_id: str) -> Report:
     report = Report(title=f"rlanything run {run_id}", figures=figures, captions=captions, missing=missing)
     iterations = sorted(set(frame["iteration"].to_list()))
     evals = _series(frame, EVAL_RATE)
+    # Beside each success rate, the share of episodes our machinery broke (not counted in the rate;
+    # docs/environment-errors.md); "—" for a run written before it was measured.
+    env_errors = dict(zip(*_series(frame, EVAL_ENV_ERROR_RATE), strict=True))
     rows = "".join(
-        f"<tr><td>{it}</td><td>{v:.3f}</td></tr>" for it, v in zip(evals[0], evals[1], strict=True)
+        f"<tr><td>{it}</td><td>{v:.3f}</td><td>{_rate(env_errors.get(it))}</td></tr>"
+        for it, v in zip(evals[0], evals[1], strict=True)
     )
+    header = "<tr><th>iteration</th><th>held-out success</th><th>env_error_rate</th></tr>"
     report.sections_html.append(
         f"<p>Artifacts: <code>{html.escape(store.run_location(run_id))}</code>; iterations with committed stages: "
         f"{', '.join(map(str, iterations)) or 'none'}.</p>"
-        + (f"<table><tr><th>iteration</th><th>held-out success</th></tr>{rows}</table>" if rows else "")
+        + (f"<table>{header}{rows}</table>" if rows else "")
     )
     screens = screens_html(store, run_id)
     if screens:
         report.sections_html.append(screens)
     return report
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
 
 
 SCREEN_STEPS = 4  # steps of one rollout shown with their screens

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flows.runs import load_run_config, package_code_version, resolve_mlflow_uri, resolve_root
+from rla_core.algo.metrics import ENV_ERROR_RATE, EVAL_ENV_ERROR_RATE
 from rla_core.config import RunConfig
 from rla_core.store import ArtifactStore
 from rla_core.store.lock import pid_alive
@@ -20,6 +21,7 @@ from rla_core.store.manifest import this_host
 # Column → metric keys, first present wins (one stage rarely has more than one of them).
 HEADLINE: dict[str, tuple[str, ...]] = {
     "success": ("policy/eval_success_rate", "policy/success_rate"),
+    "env errors": (EVAL_ENV_ERROR_RATE, ENV_ERROR_RATE),  # share of episodes our machinery broke
     "step acc": ("reward_model/step_accuracy",),
     "kept rows": ("policy/samples",),
     "KL": ("policy/kl", "reward_model/kl"),
