@@ -39,7 +39,9 @@ def _project(gen: Any, prompts: list[str], sampling: Any) -> tuple[float, int]:
     return time.perf_counter() - start, sum(g.completion_tokens for row in out for g in row)
 
 
-def _bare(gen: Any, batches: list[tuple[Any, Any]], args: argparse.Namespace, new_tokens: int) -> tuple[float, int]:
+def _bare(
+    gen: Any, batches: list[tuple[Any, Any]], args: argparse.Namespace, new_tokens: int
+) -> tuple[float, int]:
     import torch
 
     eos_ids = gen._eos_ids()
@@ -129,7 +131,10 @@ def main() -> int:
                 ("bare", lambda: _bare(gen, batches, args, args.new_tokens)),
             ):
                 secs, tokens = run()
-                print(f"  {name} {side:9s} {tokens} tokens in {secs:7.2f} s = {tokens / secs:8.0f} tok/s", flush=True)
+                print(
+                    f"  {name} {side:9s} {tokens} tokens in {secs:7.2f} s = {tokens / secs:8.0f} tok/s",
+                    flush=True,
+                )
                 if side not in best or secs < best[side][0]:
                     best[side] = (secs, tokens)
         ratio = (best["generator"][0] / best["generator"][1]) / (best["bare"][0] / best["bare"][1])

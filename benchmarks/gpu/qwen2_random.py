@@ -50,7 +50,9 @@ SIZES = {
 
 def add_size_args(parser: argparse.ArgumentParser, *, default: str = "0.5b") -> None:
     parser.add_argument("--size", choices=sorted(SIZES), default=default, help="model size (see module doc)")
-    parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/rla_bench_models"), help="checkpoint cache")
+    parser.add_argument(
+        "--cache-dir", type=Path, default=Path("/tmp/rla_bench_models"), help="checkpoint cache"
+    )
 
 
 def words(n: int = 240, seed: int = 0) -> list[str]:
@@ -65,7 +67,13 @@ def build(size: Qwen2Size, cache_dir: Path) -> Path:
     """The checkpoint directory for ``size``, built on a cache miss (atomically: concurrent runs are safe)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from rla_core.models.bootstrap import EOS_TOKEN, PAD_TOKEN, TinyArch, _train_tokenizer, save_tiny_checkpoint
+    from rla_core.models.bootstrap import (
+        EOS_TOKEN,
+        PAD_TOKEN,
+        TinyArch,
+        _train_tokenizer,
+        save_tiny_checkpoint,
+    )
     from rla_core.store import publish_dir
 
     key = hashlib.sha256(json.dumps({**asdict(size), "recipe": _RECIPE}, sort_keys=True).encode()).hexdigest()

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rla_core.config import TINY_PREFIX, TINY_VL_PREFIX, hash_jsonable
+from rla_core.config import TINY_PREFIX, TINY_VL_PREFIX, hash_jsonable, on_cuda
 from rla_core.errors import ModelError
 from rla_core.store import publish_dir
 
@@ -304,7 +304,7 @@ def resolve_device(device: str, *, setting: str) -> str:
     import torch
 
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return "cuda" if on_cuda(device) else "cpu"
     try:
         torch.device(device)
     except RuntimeError as err:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 from pydantic import ValidationError
 
 from rla_core import progress
-from rla_core.config import Backend, ModelsConfig, SamplingConfig, ServingConfig
+from rla_core.config import Backend, InferenceDtype, ModelsConfig, SamplingConfig, ServingConfig, on_cuda
 from rla_core.errors import ConfigError, ModelError
 from rla_core.models.bootstrap import resolve_device, validate_checkpoint
 from rla_core.models.multimodal import (
@@ -203,7 +203,10 @@ def open_generator(
     of the producing stage's content key; default :func:`checkpoint_name`) and stopped by ``close()``.
     A missing vLLM interpreter with ``backend=vllm`` is a :class:`ModelError`, never a fallback.
     """
-    serving = models.serving
+    # The dtype resolved for models.device (a stage's slice is resolved already: then this is a no-op).
+    serving = models.serving.model_copy(
+        update={"dtype": models.serving.dtype.resolve(cuda=on_cuda(models.device))}
+    )
     backend = resolve_backend(serving)
     if backend is Backend.VLLM:
         validate_checkpoint(Path(model))
@@ -220,7 +223,7 @@ def open_generator(
             raise
     return TransformersGenerator(
         Path(model), device=models.device, batch_size=models.generation_batch_size,
-        chat_template=serving.chat_template,
+        chat_template=serving.chat_template, dtype=serving.dtype,
     )  # fmt: skip
 
 
@@ -317,13 +320,23 @@ class TransformersGenerator:
     sampler and :class:`_StopCriterion` work on the whole batch at once: no per-row kernel and no host
     read per token (stop strings: one read per token for the whole batch).
 
+    ``dtype`` (``models.serving.dtype``) is what the weights run in, whatever dtype the checkpoint was
+    saved in: ``auto`` is bfloat16 on a CUDA device and float32 on the CPU (:meth:`InferenceDtype.resolve`);
+    the resolved value is :attr:`dtype`.
+
     A vision-language checkpoint loads with its image-text-to-text class and encodes every batch with
     :class:`VisionProcessor` (text-only prompts too); a batch's images go in with it
     (``pixel_values``, ``image_grid_thw``), so image prompts are batched like text ones.
     """
 
     def __init__(
-        self, model_dir: Path, *, device: str = "auto", batch_size: int = 32, chat_template: bool = False
+        self,
+        model_dir: Path,
+        *,
+        device: str = "auto",
+        batch_size: int = 32,
+        chat_template: bool = False,
+        dtype: InferenceDtype = InferenceDtype.AUTO,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -347,7 +360,9 @@ class TransformersGenerator:
             model: Any = load_vl_model(self.model_dir)
         else:
             model = AutoModelForCausalLM.from_pretrained(self.model_dir)
-        self._model: Any = model.to(self._device)
+        # The checkpoint's saved dtype (float32 masters from the trainer) is not what to generate in.
+        self.dtype = InferenceDtype(dtype).resolve(cuda=self._device.type == "cuda")
+        self._model: Any = model.to(device=self._device, dtype=getattr(torch, self.dtype.value))
         self._model.eval()
 
     def generate(
