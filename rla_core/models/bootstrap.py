@@ -435,7 +435,9 @@ def save_tiny_checkpoint(out: Path, *, model_class: Any, config: Any, tokenizer:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = model_class(config)
-    eos_id, pad_id = config.eos_token_id, config.pad_token_id
+    # A vision-language config keeps these in its text config (transformers 5.17 has them only there).
+    text = config.get_text_config()
+    eos_id, pad_id = text.eos_token_id, text.pad_token_id
     model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=eos_id)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
