@@ -280,7 +280,8 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "models.serving.startup_timeout_s",
     # Rows are generated per prompt from their own seeded stream, so how prompts are batched does not
     # change them (tests/envs/test_rollout.py: joint = per-episode rows); the device only changes float
-    # reduction order, as training.device below.
+    # reduction order, as training.device below. The dtype it picks with models.serving.dtype=auto does
+    # change rows: that enters the generating stages' keys resolved (stage_inputs.GenerationModels).
     "models.generation_batch_size",
     "models.device",
     # Content-addressed caches: where they live changes nothing they hold.

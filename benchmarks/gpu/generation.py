@@ -65,15 +65,27 @@ def _bare(
     return secs, tokens
 
 
-def _profile(gen: Any, prompts: list[str], sampling: Any) -> None:
+def _profile(gen: Any, prompts: list[str], sampling: Any) -> dict[str, float]:
+    """Top operators of one generator call, and per decode step: host reads, RNG calls and operator calls
+    (on a GPU each operator call is about one kernel launch, each host read a synchronisation)."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gen._device.type == "cuda" else [])
     with profile(activities=activities) as prof:
         gen.generate(prompts, n=1, sampling=sampling, seed=1)
         sync(gen._device)
+    events = prof.key_averages()
     sort = "self_cuda_time_total" if gen._device.type == "cuda" else "self_cpu_time_total"
-    print(prof.key_averages().table(sort_by=sort, row_limit=20, max_name_column_width=50), flush=True)
+    print(events.table(sort_by=sort, row_limit=15, max_name_column_width=50), flush=True)
+    calls = {e.key: e.count for e in events}
+    steps = sampling.max_new_tokens
+    per_step = {
+        "host_reads_per_step": calls.get("aten::_local_scalar_dense", 0) / steps,
+        "rng_calls_per_step": (calls.get("aten::uniform_", 0) + calls.get("aten::exponential_", 0)) / steps,
+        "aten_calls_per_step": sum(n for k, n in calls.items() if k.startswith("aten::")) / steps,
+    }
+    print("per decode step:", {k: round(v, 1) for k, v in per_step.items()}, flush=True)
+    return per_step
 
 
 def main() -> int:
@@ -145,7 +157,9 @@ def main() -> int:
         }
         print(f"{name}: generator / bare generate = {ratio:.3f}", flush=True)
         if args.profile:
-            _profile(gen, prompts[: args.batch], sampling)
+            fields |= {
+                f"{name}_{k}": round(v, 1) for k, v in _profile(gen, prompts[: args.batch], sampling).items()
+            }
     gen.close()
     print(result_line("generation", fields), flush=True)
     return 0
