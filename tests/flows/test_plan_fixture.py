@@ -128,8 +128,20 @@ def _wall_clock(metric: str) -> bool:
     return metric.startswith("timing_s/") or metric.endswith("_s")
 
 
+def _names_follow_samples(iteration: object, stage: str) -> bool:
+    """An update on sampled rows logs other metric names when its batch is empty (a no-op) on one run only."""
+    return stage.startswith("train_") and f"{iteration}/{stage}" in SAMPLED
+
+
 def _structure(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**r, "content_key": None, "metrics": sorted(r["metrics"])} for r in rows]
+    return [
+        {
+            **r,
+            "content_key": None,
+            "metrics": None if _names_follow_samples(r["iteration"], r["stage"]) else sorted(r["metrics"]),
+        }
+        for r in rows
+    ]
 
 
 def _values(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -189,6 +201,8 @@ def _status_rows(text: str) -> list[tuple[str, ...]]:
         if cells[0]:
             rows.append([*cells[:4]])
         metric = cells[-1].split("=")[0]
+        if _names_follow_samples(rows[-1][0], rows[-1][1]):
+            continue
         if metric and not metric.startswith("timing_s/") and metric not in NEW_METRICS:
             values = (
                 SAME_KERNELS and not _wall_clock(metric) and f"{rows[-1][0]}/{rows[-1][1]}" not in SAMPLED
