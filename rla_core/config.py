@@ -93,14 +93,20 @@ class InferenceDtype(StrEnum):
         return InferenceDtype.BFLOAT16 if cuda else InferenceDtype.FLOAT32
 
 
-def on_cuda(device: str) -> bool:
-    """Whether a config ``device`` value (``models.device``, ``training.device``) computes on a CUDA GPU on
-    this machine: ``cuda`` / ``cuda:N``, or ``auto`` when torch sees a GPU (torch is imported only then)."""
-    if device == "auto":
-        import torch
+def machine_device(device: str) -> str:
+    """A config ``device`` value (``models.device``, ``training.device``) with ``auto`` made concrete on this
+    machine: ``cuda`` when torch sees a GPU, else ``cpu`` (torch is imported only then); others as given.
+    The one place that reads ``auto``; :func:`rla_core.models.bootstrap.resolve_device` also checks the rest."""
+    if device != "auto":
+        return device
+    import torch
 
-        return bool(torch.cuda.is_available())
-    return device.startswith("cuda")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def on_cuda(device: str) -> bool:
+    """Whether a config ``device`` value computes on a CUDA GPU on this machine (``auto``: when torch sees one)."""
+    return machine_device(device).startswith("cuda")
 
 
 class GuiEngine(StrEnum):

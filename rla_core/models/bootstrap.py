@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rla_core.config import TINY_PREFIX, TINY_VL_PREFIX, hash_jsonable, on_cuda
+from rla_core.config import TINY_PREFIX, TINY_VL_PREFIX, hash_jsonable, machine_device
 from rla_core.errors import ModelError
 from rla_core.store import publish_dir
 
@@ -303,8 +303,8 @@ def resolve_device(device: str, *, setting: str) -> str:
     """
     import torch
 
-    if device == "auto":
-        return "cuda" if on_cuda(device) else "cpu"
+    if machine_device(device) != device:  # auto: what this machine has
+        return machine_device(device)
     try:
         torch.device(device)
     except RuntimeError as err:
