@@ -72,6 +72,43 @@ class TextGameEngine(StrEnum):
     ALFWORLD = "alfworld"
 
 
+class InferenceDtype(StrEnum):
+    """The weights dtype a generator runs in (``models.serving.dtype``); ``auto`` follows the device."""
+
+    AUTO = "auto"
+    FLOAT32 = "float32"
+    BFLOAT16 = "bfloat16"
+    FLOAT16 = "float16"
+
+    def resolve(self, *, cuda: bool) -> InferenceDtype:
+        """The concrete dtype: ``auto`` is bfloat16 on a CUDA GPU (half the bytes per decoded token of
+        float32) and float32 on the CPU (whose bf16 matmuls are slower); others stay as they are.
+
+        Example:
+            >>> InferenceDtype.AUTO.resolve(cuda=True), InferenceDtype.AUTO.resolve(cuda=False)
+            (<InferenceDtype.BFLOAT16: 'bfloat16'>, <InferenceDtype.FLOAT32: 'float32'>)
+        """
+        if self is not InferenceDtype.AUTO:
+            return self
+        return InferenceDtype.BFLOAT16 if cuda else InferenceDtype.FLOAT32
+
+
+def machine_device(device: str) -> str:
+    """A config ``device`` value (``models.device``, ``training.device``) with ``auto`` made concrete on this
+    machine: ``cuda`` when torch sees a GPU, else ``cpu`` (torch is imported only then); others as given.
+    The one place that reads ``auto``; :func:`rla_core.models.bootstrap.resolve_device` also checks the rest."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def on_cuda(device: str) -> bool:
+    """Whether a config ``device`` value computes on a CUDA GPU on this machine (``auto``: when torch sees one)."""
+    return machine_device(device).startswith("cuda")
+
+
 class GuiEngine(StrEnum):
     """Which engine plays the GUI setting's tasks: MiniWoB++ web pages, or OSWorld tasks on local desktops."""
 
@@ -214,9 +251,11 @@ class ServingConfig(_Section):
         description="'transformers' (in process), 'vllm' (a per-stage server), or 'auto': vLLM when "
         "'interpreter' exists and a CUDA GPU is visible, else transformers.",
     )
-    dtype: str = Field(
-        "auto",
-        description="Weights dtype of the vLLM server: 'auto' (the checkpoint's), 'float32', 'bfloat16', 'float16'.",
+    dtype: InferenceDtype = Field(
+        InferenceDtype.AUTO,
+        description="Weights dtype generation runs in, on both backends: 'auto' is bfloat16 when "
+        "models.device resolves to a CUDA GPU and float32 on the CPU (resolved before it enters a stage "
+        "key, and passed to vLLM as that value); or 'float32', 'bfloat16', 'float16'.",
     )
     chat_template: bool = Field(
         False,
@@ -236,14 +275,6 @@ class ServingConfig(_Section):
     max_in_flight: int = Field(64, ge=1, description="Concurrent requests per vLLM server at most.")
     startup_timeout_s: float = Field(900.0, gt=0.0, description="How long a vLLM server may take to load.")
 
-    @model_validator(mode="after")
-    def _known_dtype(self) -> Self:
-        if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
-            raise ValueError(
-                f"models.serving.dtype={self.dtype!r}: use 'auto', 'float32', 'bfloat16' or 'float16'"
-            )
-        return self
-
 
 # Keys that change how fast or where a stage computes, never what it produces: stages read them through
 # their typed slices (rla_core.stage_inputs) but they are left out of content keys, so moving a run to
@@ -255,7 +286,8 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "models.serving.startup_timeout_s",
     # Rows are generated per prompt from their own seeded stream, so how prompts are batched does not
     # change them (tests/envs/test_rollout.py: joint = per-episode rows); the device only changes float
-    # reduction order, as training.device below.
+    # reduction order, as training.device below. The dtype it picks with models.serving.dtype=auto does
+    # change rows: that enters the generating stages' keys resolved (stage_inputs.GenerationModels).
     "models.generation_batch_size",
     "models.device",
     # Content-addressed caches: where they live changes nothing they hold.

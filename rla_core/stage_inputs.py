@@ -32,7 +32,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from rla_core.config import (
     SPEED_ONLY_KEYS,
@@ -40,6 +40,7 @@ from rla_core.config import (
     ClusterConfig,
     EvalConfig,
     GuiEngine,
+    InferenceDtype,
     InvalidAction,
     JudgeConfig,
     LoraConfig,
@@ -55,6 +56,7 @@ from rla_core.config import (
     TrainConfig,
     TrainDtype,
     TrainStrategy,
+    on_cuda,
 )
 from rla_core.errors import ConfigError
 
@@ -168,11 +170,31 @@ def expect_section(section: object, kind: type[T]) -> T:
 
 
 class GenerationModels(Slice):
-    """What opening a generator reads: ``models.serving``, ``models.device``, the generation batch size."""
+    """What opening a generator reads: ``models.serving``, ``models.device``, the generation batch size.
+
+    ``serving.dtype`` is resolved when the slice is made (``auto``: bfloat16 when ``device`` is a CUDA GPU
+    on this machine, else float32; :meth:`InferenceDtype.resolve`): rows are generated in that dtype, so it
+    (never ``auto``) is what enters the stage key, and a CPU and a GPU run do not share cached rows even
+    though ``models.device`` itself is speed only.
+    """
 
     serving: ServingConfig
     device: str
     generation_batch_size: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_dtype(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("device"), str):
+            return data
+        serving = data.get("serving")
+        if isinstance(serving, ServingConfig):
+            dtype = serving.dtype.resolve(cuda=on_cuda(data["device"]))
+            return {**data, "serving": serving.model_copy(update={"dtype": dtype})}
+        if isinstance(serving, dict) and serving.get("dtype", InferenceDtype.AUTO) == InferenceDtype.AUTO:
+            dtype = InferenceDtype.AUTO.resolve(cuda=on_cuda(data["device"]))
+            return {**data, "serving": {**serving, "dtype": dtype.value}}
+        return data
 
 
 class PolicyImages(Slice):

@@ -16,6 +16,6 @@ python3 -m venv "$venv"
 # `import torchvision` fails ("operator torchvision::nms does not exist"); the +cpu build is only on
 # PyTorch's own index, which this project's machines do not reach. Without torchvision this build cannot
 # serve vision-language checkpoints (vLLM's Qwen2-VL code and transformers' Qwen2-VL processor import it):
-# the vLLM check of image prompts is the prepared GPU script benchmarks/gpu_vl_check.py.
+# the vLLM check of image prompts is the prepared GPU script benchmarks/gpu/vl_vllm_check.py.
 "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec || true
 "$venv/bin/python" -c "import torch, vllm; print('vllm', vllm.__version__, 'torch', torch.__version__)"

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rla_core.config import TINY_PREFIX, TINY_VL_PREFIX, hash_jsonable
+from rla_core.config import TINY_PREFIX, TINY_VL_PREFIX, hash_jsonable, machine_device
 from rla_core.errors import ModelError
 from rla_core.store import publish_dir
 
@@ -303,8 +303,8 @@ def resolve_device(device: str, *, setting: str) -> str:
     """
     import torch
 
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+    if machine_device(device) != device:  # auto: what this machine has
+        return machine_device(device)
     try:
         torch.device(device)
     except RuntimeError as err:
@@ -435,7 +435,9 @@ def save_tiny_checkpoint(out: Path, *, model_class: Any, config: Any, tokenizer:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = model_class(config)
-    eos_id, pad_id = config.eos_token_id, config.pad_token_id
+    # A vision-language config keeps these in its text config (transformers 5.17 has them only there).
+    text = config.get_text_config()
+    eos_id, pad_id = text.eos_token_id, text.pad_token_id
     model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=eos_id)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

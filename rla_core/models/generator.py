@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 from pydantic import ValidationError
 
 from rla_core import progress
-from rla_core.config import Backend, ModelsConfig, SamplingConfig, ServingConfig
+from rla_core.config import Backend, InferenceDtype, ModelsConfig, SamplingConfig, ServingConfig, on_cuda
 from rla_core.errors import ConfigError, ModelError
 from rla_core.models.bootstrap import resolve_device, validate_checkpoint
 from rla_core.models.multimodal import (
@@ -69,6 +69,7 @@ from rla_core.models.serving import VllmServer, check_served, resolve_interprete
 
 if TYPE_CHECKING:
     import httpx
+    import numpy as np
     import torch
 
     from rla_core.stage_inputs import GenerationModels
@@ -202,7 +203,10 @@ def open_generator(
     of the producing stage's content key; default :func:`checkpoint_name`) and stopped by ``close()``.
     A missing vLLM interpreter with ``backend=vllm`` is a :class:`ModelError`, never a fallback.
     """
-    serving = models.serving
+    # The dtype resolved for models.device (a stage's slice is resolved already: then this is a no-op).
+    serving = models.serving.model_copy(
+        update={"dtype": models.serving.dtype.resolve(cuda=on_cuda(models.device))}
+    )
     backend = resolve_backend(serving)
     if backend is Backend.VLLM:
         validate_checkpoint(Path(model))
@@ -219,7 +223,7 @@ def open_generator(
             raise
     return TransformersGenerator(
         Path(model), device=models.device, batch_size=models.generation_batch_size,
-        chat_template=serving.chat_template,
+        chat_template=serving.chat_template, dtype=serving.dtype,
     )  # fmt: skip
 
 
@@ -255,6 +259,22 @@ def sample_seed(prompt_seed: int, sample_index: int) -> int:
     """The RNG seed of sample ``sample_index`` of a prompt seeded ``prompt_seed`` (63 bits, sha256)."""
     payload = f"{prompt_seed}:{sample_index}".encode()
     return int.from_bytes(hashlib.sha256(payload).digest()[:8], "big") >> 1
+
+
+def step_uniforms(row_seed: int, steps: int) -> np.ndarray:
+    """The uniforms in ``(0, 1]`` (float32) that a row seeded ``row_seed`` samples its first ``steps`` tokens with.
+
+    Draw ``s`` is output ``s`` of Philox4x64 keyed by the seed (counter-based: it depends on the seed and
+    ``s`` only, not on how many are drawn), its top 24 bits plus one over ``2**24``: exact in float32.
+
+    Example:
+        >>> bool((step_uniforms(7, 3) == step_uniforms(7, 5)[:3]).all())
+        True
+    """
+    import numpy as np
+
+    raw = np.random.Philox(key=row_seed).random_raw(steps)
+    return (((raw >> np.uint64(40)) + np.uint64(1)) / 2**24).astype(np.float32)
 
 
 def _check_request(prompts: Sequence[Prompt], n: int, sampling: SamplingConfig) -> SamplingConfig:
@@ -293,11 +313,16 @@ class TransformersGenerator:
 
     Sampling is done here, not by ``generate(do_sample=True)`` (which draws a whole batch from one RNG
     stream, so a row's sample would depend on its batch neighbours): ``generate`` runs greedy over
-    logits processed by :class:`_RowSampler` — temperature, top-p (``-inf`` outside the nucleus), then
-    Gumbel noise from one ``torch.Generator`` per row seeded with ``sample_seed(seeds[i], j)`` and
-    advanced once per generated token. ``argmax(logits / T + Gumbel)`` is an exact sample from the
-    tempered, top-p-truncated softmax. Every row draws from its own stream, so finished rows (which keep
-    drawing until the batch ends) change nothing for the others. Temperature 0 is plain greedy.
+    logits processed by :class:`_RowSampler` — temperature, top-p, then an inverse-CDF draw with one
+    uniform per row and token from the row's own counter-based stream (:func:`step_uniforms` of
+    ``sample_seed(seeds[i], j)``, indexed by the token's position). Finished rows (which keep being
+    processed until the batch ends) change nothing for the others. Temperature 0 is plain greedy. The
+    sampler and :class:`_StopCriterion` work on the whole batch at once: no per-row kernel and no host
+    read per token (stop strings: one read per token for the whole batch).
+
+    ``dtype`` (``models.serving.dtype``) is what the weights run in, whatever dtype the checkpoint was
+    saved in: ``auto`` is bfloat16 on a CUDA device and float32 on the CPU (:meth:`InferenceDtype.resolve`);
+    the resolved value is :attr:`dtype`.
 
     A vision-language checkpoint loads with its image-text-to-text class and encodes every batch with
     :class:`VisionProcessor` (text-only prompts too); a batch's images go in with it
@@ -305,7 +330,13 @@ class TransformersGenerator:
     """
 
     def __init__(
-        self, model_dir: Path, *, device: str = "auto", batch_size: int = 32, chat_template: bool = False
+        self,
+        model_dir: Path,
+        *,
+        device: str = "auto",
+        batch_size: int = 32,
+        chat_template: bool = False,
+        dtype: InferenceDtype = InferenceDtype.AUTO,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -329,7 +360,9 @@ class TransformersGenerator:
             model: Any = load_vl_model(self.model_dir)
         else:
             model = AutoModelForCausalLM.from_pretrained(self.model_dir)
-        self._model: Any = model.to(self._device)
+        # The checkpoint's saved dtype (float32 masters from the trainer) is not what to generate in.
+        self.dtype = InferenceDtype(dtype).resolve(cuda=self._device.type == "cuda")
+        self._model: Any = model.to(device=self._device, dtype=getattr(torch, self.dtype.value))
         self._model.eval()
 
     def generate(
@@ -398,7 +431,10 @@ class TransformersGenerator:
             raise ModelError("every prompt in the batch is empty: give the model some text to continue")
         prompt_len = input_ids.shape[1]
         eos_ids = self._eos_ids()
-        criterion = _StopCriterion(tok, prompt_len=prompt_len, stops=sampling.stop, eos_ids=eos_ids)
+        criterion = _StopCriterion(
+            tok, prompt_len=prompt_len, stops=sampling.stop, eos_ids=eos_ids, rows=len(prompts),
+            device=self._device,
+        )  # fmt: skip
         kwargs: dict[str, Any] = {
             "max_new_tokens": sampling.max_new_tokens,
             "pad_token_id": tok.pad_token_id,
@@ -412,15 +448,16 @@ class TransformersGenerator:
         }
         if sampling.temperature > 0.0:
             sampler = _RowSampler(
-                row_seeds, temperature=sampling.temperature, top_p=sampling.top_p, device=self._device
-            )
+                row_seeds, temperature=sampling.temperature, top_p=sampling.top_p, prompt_len=prompt_len,
+                steps=sampling.max_new_tokens, device=self._device,
+            )  # fmt: skip
             kwargs["logits_processor"] = LogitsProcessorList([sampler])
         with torch.inference_mode():
             out = self._model.generate(input_ids=input_ids, attention_mask=attention_mask, **vision, **kwargs)
         results = []
-        for row in range(len(prompts)):
-            new = out[row, prompt_len:].tolist()
-            done_at = criterion.finished_at.get(row)
+        finished_at = criterion.finished_at()
+        for row, new in enumerate(out[:, prompt_len:].tolist()):
+            done_at = finished_at[row]
             used = new[:done_at] if done_at is not None else new
             hit_eos = bool(used) and used[-1] in eos_ids
             text = str(tok.decode(used[:-1] if hit_eos else used, skip_special_tokens=True))
@@ -448,81 +485,107 @@ class TransformersGenerator:
 
 
 class _RowSampler:
-    """Logits processor turning greedy decoding into per-row seeded sampling (Gumbel-max trick).
+    """Logits processor turning greedy decoding into per-row seeded sampling (inverse CDF, one uniform per row).
 
-    ``scores / T``, then top-p: tokens outside the smallest set whose probability reaches ``top_p`` get
-    ``-inf`` (the most likely token is always kept), then ``+ Gumbel(0, 1)`` noise. Row r's noise comes
-    from its own ``torch.Generator`` seeded with ``row_seeds[r]`` and advanced by one draw of
-    ``vocab`` uniforms per call (= per generated token), so argmax picks token k with probability
-    ``softmax(top_p(scores / T))[k]`` using only row r's stream.
+    Per generated token, row r draws ``u`` from its own counter-based stream: draw ``s`` (the step: tokens
+    generated so far) of Philox4x64 keyed by ``row_seeds[r]`` (:func:`step_uniforms`), so a row's draws
+    depend on its seed and the step only. With unnormalised weights ``w = exp((scores - max) / T)``
+    (top-p: only the smallest prefix of the sorted weights whose mass reaches ``top_p``; the most likely
+    token is always kept) and ``c`` their running sum, the row takes the first token with ``c_k >= u *
+    c_last``: token k with probability ``w_k / sum(w)``, an exact sample from the tempered, top-p-truncated
+    softmax. The returned scores are ``-inf`` except 0 at the sampled token, so greedy ``argmax`` takes it.
+
+    Cost: the whole batch's uniforms are made on the host once per batch and copied to the device once;
+    each step is a few batch-wide tensor ops (no per-row kernel, no host read). ``u`` lies in ``(0, 1]``,
+    so ``u * c_last`` is positive and at most ``c_last``: a zero-weight token is never taken.
     """
 
     def __init__(
-        self, row_seeds: Sequence[int], *, temperature: float, top_p: float, device: torch.device
+        self,
+        row_seeds: Sequence[int],
+        *,
+        temperature: float,
+        top_p: float,
+        prompt_len: int,
+        steps: int,
+        device: torch.device,
     ) -> None:
         import torch
 
         self._temperature = temperature
         self._top_p = top_p
-        self._device = device
-        self._generators = []
-        for s in row_seeds:
-            g = torch.Generator(device=device)
-            g.manual_seed(s)
-            self._generators.append(g)
+        self._prompt_len = prompt_len
+        import numpy as np
+
+        table = np.stack([step_uniforms(s, steps) for s in row_seeds])
+        self._uniforms = torch.from_numpy(table).to(device)
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         import torch
 
-        logits = scores.float() / self._temperature
+        step = input_ids.shape[1] - self._prompt_len
+        u = self._uniforms[:, step : step + 1].to(scores.device)
+        logits = scores.float()
+        # exp((x - max) / T): the top token weighs 1, so every row's total is at least 1.
+        weights = (logits - logits.amax(dim=-1, keepdim=True)).mul_(1.0 / self._temperature).exp_()
         if self._top_p < 1.0:
-            sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-            probs = sorted_logits.softmax(dim=-1)
-            # Mass strictly before each token: a token is cut once the tokens ahead of it reach top_p.
-            before = probs.cumsum(dim=-1) - probs
-            cut_sorted = before >= self._top_p
-            cut_sorted[:, 0] = False
-            cut = torch.zeros_like(cut_sorted).scatter(-1, order, cut_sorted)
-            logits = logits.masked_fill(cut, float("-inf"))
-        vocab = logits.shape[-1]
-        tiny = torch.finfo(torch.float32).tiny
-        uniforms = torch.stack(
-            [torch.rand(vocab, generator=g, device=self._device) for g in self._generators]
-        )
-        gumbel = -torch.log(-torch.log(uniforms.clamp_min(tiny)))
-        return logits + gumbel.to(logits.device)
+            weights, order = torch.sort(weights, dim=-1, descending=True)
+            cumulative = weights.cumsum(dim=-1)
+            # Mass strictly before each token: tokens are kept while that is below top_p of the total.
+            kept = ((cumulative - weights) < self._top_p * cumulative[:, -1:]).sum(dim=-1, keepdim=True)
+            total = cumulative.gather(-1, kept - 1)
+            picked = torch.searchsorted(cumulative, u * total).clamp_(max=kept - 1)
+            picked = order.gather(-1, picked)
+        else:
+            cumulative = weights.cumsum_(dim=-1)
+            picked = torch.searchsorted(cumulative, u * cumulative[:, -1:])
+        return torch.full_like(logits, float("-inf")).scatter_(-1, picked, 0.0)
 
 
 class _StopCriterion:
-    """Per-sequence stop at EOS or at a stop string; records how many new tokens each sequence used."""
+    """Per-sequence stop at EOS or at a stop string, checked on the device; records when each sequence ended.
 
-    def __init__(self, tokenizer: Any, *, prompt_len: int, stops: Sequence[str], eos_ids: list[int]) -> None:
+    EOS is a device-side comparison (no host read). Stop strings need decoded text: then the last
+    ``window`` tokens of the batch come to the host in one read per step and only the unfinished rows'
+    tails are decoded, so the cost per step is bounded by ``rows x window`` tokens.
+    """
+
+    def __init__(
+        self, tokenizer: Any, *, prompt_len: int, stops: Sequence[str], eos_ids: list[int], rows: int,
+        device: torch.device,
+    ) -> None:  # fmt: skip
+        import torch
+
         self._tok = tokenizer
         self._prompt_len = prompt_len
         self._stops = [s for s in stops if s]
-        self._eos = set(eos_ids)
+        self._eos = torch.tensor(eos_ids, dtype=torch.long, device=device)
         # A stop string of k characters spans at most k tokens (+ slack for partial UTF-8 bytes).
         self._window = max((len(s) for s in self._stops), default=0) + 4
-        self.finished_at: dict[int, int] = {}
+        self._finished_at = torch.full((rows,), -1, dtype=torch.long, device=device)
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         import torch
 
         n_new = input_ids.shape[1] - self._prompt_len
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        for row in range(input_ids.shape[0]):
-            if row in self.finished_at:
-                done[row] = True
-                continue
-            last = int(input_ids[row, -1])
-            stopped = last in self._eos
-            if not stopped and self._stops:
-                tail = self._tok.decode(input_ids[row, -min(self._window, n_new) :], skip_special_tokens=True)
-                stopped = any(s in tail for s in self._stops)
-            if stopped:
-                self.finished_at[row] = n_new
-                done[row] = True
-        return done
+        done = self._finished_at >= 0
+        stopped = torch.isin(input_ids[:, -1], self._eos)
+        if self._stops:
+            tails = input_ids[:, -min(self._window, n_new) :]
+            # One host read: whether each row is done, then its tail.
+            rows = torch.cat([done.unsqueeze(1).to(tails.dtype), tails], dim=1).tolist()
+            hits = [
+                r for r, (was_done, *tail) in enumerate(rows)
+                if not was_done and any(s in self._tok.decode(tail, skip_special_tokens=True) for s in self._stops)
+            ]  # fmt: skip
+            if hits:
+                stopped[torch.tensor(hits, device=stopped.device)] = True
+        self._finished_at = torch.where(stopped & ~done, n_new, self._finished_at)
+        return done | stopped
+
+    def finished_at(self) -> list[int | None]:
+        """Per row, the number of new tokens it used when it stopped (None: it ran to the length limit)."""
+        return [None if n < 0 else int(n) for n in self._finished_at.tolist()]
 
 
 class VllmServerGenerator:

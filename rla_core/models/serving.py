@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rla_core.config import on_cuda
 from rla_core.errors import ModelError, ProcessError
 from rla_core.procs import ProcessGroup, default_runtime_dir
 
@@ -177,7 +178,11 @@ class VllmServer:
         port = free_port()
         rdir = runtime_dir or default_runtime_dir(KIND)
         argv = server_argv(
-            interpreter, ckpt.resolve(), name=name, port=port, dtype=serving.dtype, tensor_parallel=tp,
+            interpreter, ckpt.resolve(), name=name, port=port, tensor_parallel=tp,
+            # Explicit, never vLLM's own 'auto' (which casts a float32 checkpoint to half precision):
+            # open_generator passes the dtype resolved for models.device; a bare 'auto' here means the
+            # GPU when one is visible, as models.device=auto does.
+            dtype=serving.dtype.resolve(cuda=on_cuda("auto")).value,
             extra_args=(*_vision_args(ckpt, rdir / "chat-templates" / f"{name}.jinja"), *serving.extra_args),
         )  # fmt: skip
         env = dict(os.environ)

@@ -11,7 +11,15 @@ import pytest
 from pydantic import BaseModel
 
 from flows.loop import pipeline_order, plan, stage_order
-from rla_core.config import SPEED_ONLY_KEYS, RunConfig, Setting, build_config, load_config
+from rla_core.config import (
+    SPEED_ONLY_KEYS,
+    InferenceDtype,
+    RunConfig,
+    Setting,
+    build_config,
+    load_config,
+    on_cuda,
+)
 from rla_core.errors import ConfigError
 from rla_core.stage_inputs import StageName
 from tasks.stage import RunContext, StageRef, all_stages
@@ -71,6 +79,10 @@ def _leaves(model: type[BaseModel], value: Any, prefix: str = "") -> Iterator[tu
 
 def _candidates(value: Any) -> list[Any]:
     """Other values of a leaf's JSON form, tried in order until the config validates."""
+    if isinstance(value, InferenceDtype):
+        # 'auto' enters keys resolved (float32 on this CPU): only another concrete dtype changes a slice.
+        same = value.resolve(cuda=on_cuda("auto"))
+        return [m.value for m in InferenceDtype if m not in (value, same)]
     if isinstance(value, enum.Enum):
         return [m.value for m in type(value) if m is not value]
     if isinstance(value, bool):
@@ -145,3 +157,25 @@ def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) ->
     # outside the GUI setting the screens the models see (only GUI environments have screens).
     screens = [] if setting == "gui" else ["models.images.policy", "models.images.reward"]
     assert sorted(unchangeable) == sorted(screens + (["adaptation.rewriter"] if setting == "coding" else []))
+
+
+def test_generating_stage_keys_carry_the_resolved_inference_dtype() -> None:
+    # models.device is speed only, but with models.serving.dtype=auto it picks the dtype rows are
+    # generated in (bfloat16 on a CUDA GPU, float32 on the CPU): the resolved dtype enters the keys.
+    def keys(*overrides: str) -> dict[str, str]:
+        run = RunContext(run_id="keys", config=load_config(overrides=list(overrides)))
+        return {str(name): stage.key(run, 1, REFS) for name, stage in all_stages().items()}
+
+    generating = {"rollout", "judge", "write_tests", "adapt", "evaluate"}
+
+    def dtypes(*overrides: str) -> set[str]:
+        cfg = load_config(overrides=list(overrides))
+        return {all_stages()[name].slice(cfg).key_json()["models"]["serving"]["dtype"] for name in generating}
+
+    cpu, cuda = keys("models.device=cpu"), keys("models.device=cuda")
+    assert {name for name in cpu if cpu[name] != cuda[name]} == generating
+    assert dtypes("models.device=cpu") == {"float32"} and dtypes("models.device=cuda") == {"bfloat16"}
+    # A dtype given explicitly is the same on both devices: the device is speed only again.
+    cpu_bf16 = keys("models.device=cpu", "models.serving.dtype=bfloat16")
+    cuda_fp32 = keys("models.device=cuda", "models.serving.dtype=float32")
+    assert all(cpu_bf16[name] == cuda[name] and cuda_fp32[name] == cpu[name] for name in generating)

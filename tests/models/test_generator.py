@@ -15,6 +15,7 @@ from rla_core.models.generator import (
     Generation,
     TransformersGenerator,
     _RowSampler,
+    step_uniforms,
 )
 
 PROMPTS = ["You are in a kitchen.", "Goal: take the key and open the chest. Action:", "go"]
@@ -144,14 +145,16 @@ def test_seeds_must_match_prompts(gen: TransformersGenerator) -> None:
 
 
 def _frequencies(scores: list[float], *, temperature: float, top_p: float, rows: int) -> list[float]:
-    """Share of ``rows`` seeded rows on which the Gumbel sampler picks each token of ``scores``."""
-    sampler = _RowSampler(range(rows), temperature=temperature, top_p=top_p, device=torch.device("cpu"))
+    """Share of ``rows`` seeded rows on which the sampler picks each token of ``scores`` (first step)."""
+    sampler = _RowSampler(
+        range(rows), temperature=temperature, top_p=top_p, prompt_len=1, steps=1, device=torch.device("cpu")
+    )
     logits = torch.tensor([scores] * rows)
     picks = sampler(torch.zeros(rows, 1, dtype=torch.long), logits).argmax(dim=-1)
     return [float((picks == k).float().mean()) for k in range(len(scores))]
 
 
-def test_gumbel_sampler_matches_tempered_top_p_softmax() -> None:
+def test_sampler_matches_tempered_top_p_softmax() -> None:
     log_p = [math.log(0.5), math.log(0.3), math.log(0.2)]
     # T=1, top_p=0.75: mass before each token (sorted) is 0, 0.5, 0.8; 0.8 >= 0.75 cuts the third.
     # Renormalised nucleus: 0.5/0.8 = 0.625 and 0.3/0.8 = 0.375; 4000 rows -> std ~0.008.
@@ -164,3 +167,27 @@ def test_gumbel_sampler_matches_tempered_top_p_softmax() -> None:
         assert abs(got - want) < 0.03
     # top_p smaller than the top token's mass keeps only that token: always picked.
     assert _frequencies(log_p, temperature=1.0, top_p=0.1, rows=50) == [1.0, 0.0, 0.0]
+
+
+def test_sampler_takes_the_first_token_whose_running_mass_reaches_u() -> None:
+    # Probabilities 0.5, 0.3, 0.2 (T=1): running mass 0.5, 0.8, 1.0.
+    sampler = _RowSampler(
+        [0, 1, 2, 3], temperature=1.0, top_p=1.0, prompt_len=1, steps=1, device=torch.device("cpu")
+    )
+    # u = 0.25 -> 0.5 is the first mass >= 0.25: token 0; u = 0.5 -> token 0 (>= is inclusive);
+    # u = 0.6 -> 0.8: token 1; u = 1.0 -> 1.0: token 2.
+    sampler._uniforms = torch.tensor([[0.25], [0.5], [0.6], [1.0]])
+    scores = torch.tensor([[math.log(0.5), math.log(0.3), math.log(0.2)]] * 4)
+    out = sampler(torch.zeros(4, 1, dtype=torch.long), scores)
+    assert out.argmax(dim=-1).tolist() == [0, 0, 1, 2]
+    # Everything else is -inf, so greedy decoding can only take the sampled token.
+    assert int(torch.isinf(out).sum()) == 4 * 2
+
+
+def test_step_uniforms_are_counter_based() -> None:
+    # Draw s depends on (seed, s) only: a longer table starts with the shorter one; other seeds differ.
+    assert step_uniforms(5, 4).tolist() == step_uniforms(5, 9)[:4].tolist()
+    assert step_uniforms(5, 4).tolist() != step_uniforms(6, 4).tolist()
+    u = step_uniforms(123, 10_000)
+    # (k + 1) / 2**24 for a 24-bit k: never 0, at most 1, mean about 1/2 (std of the mean ~0.003).
+    assert u.min() > 0.0 and u.max() <= 1.0 and abs(float(u.mean()) - 0.5) < 0.02

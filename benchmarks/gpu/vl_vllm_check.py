@@ -39,7 +39,7 @@ smallest image effect). The result JSON records the measured max |Δ| so a first
 
 Run (GPU machine, a vLLM GPU environment e.g. ``python -m venv .venv-vllm && .venv-vllm/bin/pip install
 vllm``; ~2 min):
-    .venv/bin/python benchmarks/gpu_vl_check.py --interpreter .venv-vllm/bin/python \
+    .venv/bin/python benchmarks/gpu/vl_vllm_check.py --interpreter .venv-vllm/bin/python \
         --result benchmarks/results/gpu_vl_check.json        (exit 1 on a failed check)
 On a machine without a GPU the same command does steps 1-2 and exits 2 saying so (~20 s here).
 ``--cpu-probe-shim``: serve on the CPU build with the probe-only ``sitecustomize`` of
@@ -60,7 +60,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # (prompt text, screen names, continuation): screens are drawn by _draw_screens.
 PROMPTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("Screenshot of the form. Which button submits it? Action:", ("form",), "click button 3"),

@@ -13,9 +13,9 @@ command line), and FSDP; DeepSpeed ZeRO-3 when ``deepspeed`` is installed (``pip
 It compares DDP's weights with the 1-process update (same rows, same effective batch; bf16 autocast
 differs in reduction order, so the deviation is printed, not asserted).
 
-Run:  .venv/bin/python benchmarks/gpu_train_check.py [--rows 64]     (exit code 1 on a failed check)
+Run:  .venv/bin/python benchmarks/gpu/train_check.py [--rows 64]     (exit code 1 on a failed check)
 CPU smoke run of the script itself (1 process + 2 gloo DDP workers, fp32):
-      .venv/bin/python benchmarks/gpu_train_check.py --device cpu --dtype fp32 --rows 16
+      .venv/bin/python benchmarks/gpu/train_check.py --device cpu --dtype fp32 --rows 16
 """
 
 from __future__ import annotations
