@@ -108,7 +108,7 @@ def episodes_per_minute(n: int, episodes: int, runtime: Path) -> dict[str, Any]:
 
     from rla_core.envs.osworld.env import OsworldEnv
     from rla_core.envs.osworld.tasks import current_key, load_tasks, with_variant
-    from rla_core.settings import PROJECT_ROOT
+    from rla_core.settings.base import PROJECT_ROOT
 
     shipped = load_tasks(PROJECT_ROOT / "data" / "gui" / "osworld" / "all.json")
     variants = [with_variant(t, k, 1) for t in shipped for k in t["task_template"]]

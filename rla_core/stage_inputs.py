@@ -206,6 +206,19 @@ class TrainModels(Slice):
     lora: LoraConfig
 
 
+class TextGameEngineChoice(Slice):
+    """Which engine plays the text games: the adapter (:func:`rla_core.settings.adapter_of`) of a stage
+    that opens no environment (judge, label)."""
+
+    engine: TextGameEngine
+
+
+class GuiEngineChoice(Slice):
+    """Which engine plays the GUI tasks (as :class:`TextGameEngineChoice`)."""
+
+    engine: GuiEngine
+
+
 class TextGameEnv(Slice):
     """What opening a text-game environment reads."""
 
@@ -419,6 +432,8 @@ class JudgeInputs(StageInputs):
     cluster: ClusterConfig
     judge: JudgeConfig
     models: JudgeModels
+    textgame: TextGameEngineChoice | None  # the engine picks the adapter
+    gui: GuiEngineChoice | None
 
 
 class WriteTestsInputs(StageInputs):
@@ -440,6 +455,8 @@ class LabelInputs(StageInputs):
     reward: RewardConfig
     judge: JudgeVotes
     adaptation: AdaptationConfig
+    textgame: TextGameEngineChoice | None  # the engine picks the adapter
+    gui: GuiEngineChoice | None
 
 
 class AdaptInputs(StageInputs):

@@ -46,7 +46,7 @@ import polars as pl
 
 from rla_core.config import ClusterConfig, RunConfig, TrainConfig, hash_jsonable
 from rla_core.errors import ArtifactError
-from rla_core.settings import SIDE_FILES, file_digest
+from rla_core.settings.base import SIDE_FILES, file_digest
 from rla_core.stage_inputs import GenerationModels, Role, StageInputs, StageName
 from rla_core.store import ArtifactStore, StageWriter
 from rla_core.store.atomic import publish_dir

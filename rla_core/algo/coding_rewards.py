@@ -34,8 +34,7 @@ from rla_core.algo.episodes import EpisodeStatus, played
 from rla_core.algo.labels import band_expr, group_normalize, require_columns
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
-from rla_core.sandbox.runner import ErrorKind
-from rla_core.schemas import images_column, validate
+from rla_core.schemas import ErrorKind, images_column, validate
 
 GT = "gt"
 GENERATED = "generated"

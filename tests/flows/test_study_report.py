@@ -301,7 +301,7 @@ def test_arms_set_exactly_their_ablation_switches() -> None:
 
 def test_bench_preset_evaluates_on_at_least_100_held_out_episodes() -> None:
     from rla_core.config import load_config
-    from rla_core.settings import read_jsonl
+    from rla_core.settings.base import read_jsonl
 
     cfg = load_config(preset="bench")
     train = read_jsonl(cfg.textgame.tasks, what="training task")
