@@ -199,10 +199,11 @@ class ShardedGenerator:
         an image prompt gets its image slots as the generator in an actor would place them."""
         if isinstance(prompt, ImagePrompt):
             if self._vision is None:
-                from rla_core.models.multimodal import VisionProcessor, require_vision_language
+                from rla_core.models.multimodal import VisionProcessor
 
-                require_vision_language(self.spec.checkpoint, what="format_prompt() prompts")
-                self._vision = VisionProcessor.from_pretrained(self.spec.checkpoint)
+                self._vision = VisionProcessor.from_pretrained(
+                    self.spec.checkpoint, what="format_prompt() prompts"
+                )
             return self._vision.format(prompt, chat=self.spec.models.serving.chat_template)
         return self._chat(prompt) if self._chat is not None else prompt
 

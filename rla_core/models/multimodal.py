@@ -221,11 +221,17 @@ class VisionProcessor:
         self.merge = int(image_processor.merge_size) ** 2
 
     @classmethod
-    def from_pretrained(cls, model_dir: Path, *, tokenizer: Any = None) -> VisionProcessor:
-        """The processor of the checkpoint ``model_dir`` (``tokenizer``: one already loaded from it)."""
+    def from_pretrained(
+        cls, model_dir: Path, *, tokenizer: Any = None, what: str = "image prompts"
+    ) -> VisionProcessor:
+        """The processor of the checkpoint ``model_dir`` (``tokenizer``: one already loaded from it).
+
+        A text-only checkpoint is a :class:`ModelError` naming ``what`` carries the images
+        (:func:`require_vision_language`), so no caller has to check first."""
         from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
 
         model_dir = Path(model_dir)
+        require_vision_language(model_dir, what=what)
         if not (model_dir / "preprocessor_config.json").is_file():
             raise ModelError(
                 f"checkpoint {model_dir} has no preprocessor_config.json: a vision-language checkpoint needs "

@@ -116,12 +116,13 @@ def format_image_rows(model_dir: Path, rows: pl.DataFrame, *, chat: bool) -> pl.
     """Warm-start rows with images given their image slots (and chat markup with ``chat``), exactly as the
     generator formats the prompts it will see (``Generator.format_prompt``); text rows unchanged. A
     text-only ``model_dir`` with image rows is a :class:`~rla_core.errors.ModelError`."""
-    from rla_core.models.multimodal import ImagePrompt, VisionProcessor, require_vision_language
+    from rla_core.models.multimodal import ImagePrompt, VisionProcessor
 
     if "images" not in rows.columns or rows["images"].null_count() == rows.height:
         return rows
-    require_vision_language(model_dir, what="warm-start rows with screenshots (models.images)")
-    vision = VisionProcessor.from_pretrained(model_dir)
+    vision = VisionProcessor.from_pretrained(
+        model_dir, what="warm-start rows with screenshots (models.images)"
+    )
     prompts = [
         vision.format(ImagePrompt(p, tuple(imgs)), chat=chat).text if imgs else p
         for p, imgs in zip(rows["prompt"].to_list(), rows["images"].to_list(), strict=True)
