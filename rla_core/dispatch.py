@@ -38,7 +38,7 @@ import polars as pl
 
 from rla_core.cluster.ray_session import ShardRequest
 from rla_core.config import ClusterBackend, ClusterConfig, Setting
-from rla_core.models.multimodal import ImagePrompt, Prompt
+from rla_core.models.multimodal import ImagePrompt, Prompt, format_prompt_with
 from rla_core.schemas import validate
 from rla_core.settings import adapter_for, engine_of
 
@@ -197,15 +197,17 @@ class ShardedGenerator:
     def format_prompt(self, prompt: Prompt) -> Prompt:
         """``prompt`` in the model's chat markup when that is switched on and available, else unchanged;
         an image prompt gets its image slots as the generator in an actor would place them."""
-        if isinstance(prompt, ImagePrompt):
-            if self._vision is None:
-                from rla_core.models.multimodal import VisionProcessor
+        chat_on = self.spec.models.serving.chat_template
+        return format_prompt_with(prompt, chat=self._chat, chat_on=chat_on, vision=self._vision_processor)
 
-                self._vision = VisionProcessor.from_pretrained(
-                    self.spec.checkpoint, what="format_prompt() prompts"
-                )
-            return self._vision.format(prompt, chat=self.spec.models.serving.chat_template)
-        return self._chat(prompt) if self._chat is not None else prompt
+    def _vision_processor(self) -> VisionProcessor:
+        if self._vision is None:  # loaded on the first image prompt
+            from rla_core.models.multimodal import VisionProcessor
+
+            self._vision = VisionProcessor.from_pretrained(
+                self.spec.checkpoint, what="format_prompt() prompts"
+            )
+        return self._vision
 
     def generate(
         self,

@@ -60,6 +60,7 @@ from rla_core.models.multimodal import (
     Prompt,
     VisionProcessor,
     chat_content,
+    format_prompt_with,
     is_vision_language,
     load_vl_model,
     prompt_images,
@@ -369,12 +370,15 @@ class TransformersGenerator:
     def format_prompt(self, prompt: Prompt) -> Prompt:
         """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
         an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
-        if isinstance(prompt, ImagePrompt):
-            if self._vision is None:
-                require_vision_language(self.model_dir, what="format_prompt() prompts")
-            assert self._vision is not None
-            return self._vision.format(prompt, chat=self._chat_on)
-        return self._chat(prompt) if self._chat is not None else prompt
+        return format_prompt_with(
+            prompt, chat=self._chat, chat_on=self._chat_on, vision=self._vision_processor
+        )
+
+    def _vision_processor(self) -> VisionProcessor:
+        if self._vision is None:
+            require_vision_language(self.model_dir, what="format_prompt() prompts")
+        assert self._vision is not None
+        return self._vision
 
     def _generate_batch(
         self, prompts: list[Prompt], row_seeds: list[int], sampling: SamplingConfig
@@ -591,9 +595,9 @@ class VllmServerGenerator:
     def format_prompt(self, prompt: Prompt) -> Prompt:
         """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
         an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
-        if isinstance(prompt, ImagePrompt):
-            return self._vision_processor().format(prompt, chat=self._chat_on)
-        return self._chat(prompt) if self._chat is not None else prompt
+        return format_prompt_with(
+            prompt, chat=self._chat, chat_on=self._chat_on, vision=self._vision_processor
+        )
 
     def _vision_processor(self) -> VisionProcessor:
         if self._vision is None:

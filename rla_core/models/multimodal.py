@@ -36,7 +36,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -107,6 +107,17 @@ def prompt_images(prompt: Prompt) -> tuple[str, ...]:
 def prompt_text(prompt: Prompt) -> str:
     """The text of ``prompt``."""
     return prompt.text if isinstance(prompt, ImagePrompt) else prompt
+
+
+def format_prompt_with(
+    prompt: Prompt, *, chat: Callable[[str], str] | None, chat_on: bool, vision: Callable[[], VisionProcessor]
+) -> Prompt:
+    """What every generator's ``format_prompt`` does: a text prompt in the chat markup (``chat``, None when
+    it is off or the tokenizer has none); an :class:`ImagePrompt` with its image slots, in the markup when
+    ``chat_on``, by the processor ``vision()`` returns (each generator says how it gets one, or why not)."""
+    if isinstance(prompt, ImagePrompt):
+        return vision().format(prompt, chat=chat_on)
+    return chat(prompt) if chat is not None else prompt
 
 
 def is_vision_language(model_dir: Path) -> bool:
