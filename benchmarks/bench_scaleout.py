@@ -1,4 +1,4 @@
-"""Scale-out of the env-bound ALFWorld rollout stage over Ray: 1 vs 2 workers (issue 27, target ≥ 1.6×).
+"""Scale-out of the env-bound ALFWorld rollout stage over Ray: 1 vs 2 workers (target ≥ 1.6×).
 
 Times the rollout stage's body (:func:`rla_core.dispatch.rollout`, what ``tasks/rollout.py``
 calls) on the ``alfworld`` preset's engine with the tiny policy: in this process (``cluster.backend=

@@ -1,4 +1,4 @@
-"""Artifact schemas: every Parquet artifact's columns and dtypes, declared once (design §4).
+"""Artifact schemas: every Parquet artifact's columns and dtypes, declared once (docs/architecture.md#the-design-contract).
 
 Each schema carries a version. :func:`validate` checks a frame on write and on read and raises a
 :class:`~rla_core.errors.SchemaError` listing missing, extra and mistyped columns. Every column is

@@ -1,4 +1,4 @@
-"""What each stage reads of the run configuration: one typed slice per stage (design §3 content keys).
+"""What each stage reads of the run configuration: one typed slice per stage (content keys: docs/architecture.md#the-design-contract).
 
 A stage's content key hashes its slice, and the stage body and the adapter methods it calls receive
 the slice, never the whole :class:`~rla_core.config.RunConfig`: reading a field the slice does not

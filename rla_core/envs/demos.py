@@ -138,7 +138,7 @@ def play_demo(
 def policy_demos(
     env: Environment, specs: Sequence[dict[str, Any]], *, history_turns: int = 2, images: int = 0
 ) -> pl.DataFrame:
-    """Policy SFT rows (prompt, images, response) from each task's walkthrough (warm start, design §5
+    """Policy SFT rows (prompt, images, response) from each task's walkthrough (warm start, docs/architecture.md#cross-module-interfaces
     Trainer); ``images``: screens per prompt, as :func:`policy_row`."""
     rows: list[dict[str, Any]] = []
     for spec in specs:

@@ -1,4 +1,4 @@
-"""Text generation backends behind one small Protocol (design §5 ``Generator``).
+"""Text generation backends behind one small Protocol (docs/architecture.md#cross-module-interfaces, ``Generator``).
 
 * :class:`TransformersGenerator` — in-process Hugging Face ``generate`` on CPU or GPU, batched with left
   padding, ``n`` samples per prompt, stop strings, per-prompt seeds.
@@ -11,7 +11,7 @@ under a name unique to it and stopped by :meth:`Generator.close`; ``auto`` — v
 vLLM interpreter exists and a CUDA GPU is visible, else transformers. A server that does not serve the
 requested name is an error naming both; nothing ever falls back to another model.
 
-Seeds (design §3 determinism): ``generate(prompts, ..., seeds=[s_0, s_1, ...])`` makes sample j of
+Seeds (docs/architecture.md#determinism-scope): ``generate(prompts, ..., seeds=[s_0, s_1, ...])`` makes sample j of
 prompt i a function of (prompt i, s_i, j) only — never of the other prompts in the call or of the
 micro-batch size — so a batched caller gets the same samples as one call per prompt. Without
 ``seeds``, prompt i uses ``s_i = seed + i`` (reproducible for the same prompt list).

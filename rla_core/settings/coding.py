@@ -279,7 +279,7 @@ class CodingSetting:
         from rla_core.errors import ConfigError
 
         targets, frames, seed, iteration = job.targets, job.frames, job.seed, job.iteration
-        if not targets:  # no task needs rewriting: the stage opens no environment model (issue 10)
+        if not targets:  # no task needs rewriting: the stage opens no environment model
             return empty_frame("proposals")
         if env_model is None:
             raise ConfigError(

@@ -1,4 +1,4 @@
-"""The text-game setting: spec §1.2, §2.1-2.2, §3.2; one setting, two engines (design §1).
+"""The text-game setting: spec §1.2, §2.1-2.2, §3.2; one setting, two engines (docs/settings.md).
 
 ``textgame.engine`` picks the adapter: :class:`TextWorldSetting` (generated TextWorld games) or
 :class:`AlfworldSetting` (ALFWorld-style household games of the ALFRED domain played through TextWorld's

@@ -1,4 +1,4 @@
-"""Typed stages changed no behaviour (issue 24): the pre-change code's record of a test-preset run.
+"""Typed stages changed no behaviour: the pre-change code's record of a test-preset run.
 
 ``tests/fixtures/stage_plan/`` was written by the code before typed stages (commit 58cfcb8, see
 ``environment.json`` and ``make_fixture.py``) from a finished ``--preset test`` run: each stage's config

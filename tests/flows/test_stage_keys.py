@@ -1,4 +1,4 @@
-"""Stage content keys (issue 10): the code version is derived from what a stage really runs.
+"""Stage content keys: the code version is derived from what a stage really runs.
 
 Edits are made on a copy of the project's packages in a temporary folder — never on the real tree.
 """

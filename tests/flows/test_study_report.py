@@ -1,4 +1,4 @@
-"""`rla study` and `rla report` end to end (issue 15): a real 2-arm × 1-seed study of test-preset runs,
+"""`rla study` and `rla report` end to end: a real 2-arm × 1-seed study of test-preset runs,
 its study.parquet and summary, HTML reports opened in headless Chromium (every figure holds its data),
 continuing a finished study, and the specific errors for bad input. Also, without a study: the summary's
 tables (one set of cells, rendered to Markdown and HTML) on a hand-made study frame, the wall-time rows, and

@@ -1,4 +1,4 @@
-"""Image prompts (issue 31) on the tiny vision-language model: processor, generation, update log-probs."""
+"""Image prompts on the tiny vision-language model: processor, generation, update log-probs."""
 
 from __future__ import annotations
 
