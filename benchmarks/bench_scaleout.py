@@ -61,13 +61,13 @@ def _timed_play(request: RolloutRequest, generator: GeneratorSpec) -> dict[str, 
     plan searches, also given apart) and the rest (opening the games, building the frame); and the
     process's CPU seconds while playing — below the wall seconds when the worker waited for a core."""
     from rla_core.envs.rollout import RolloutTimings, run_rollouts
-    from rla_core.settings.textgame import AlfworldSetting, TextWorldSetting
+    from rla_core.settings.textgame import ALFWORLD, TEXTWORLD
 
     t0 = time.perf_counter()
     with generator.open() as gen:
         t1 = time.perf_counter()
         section = expect_section(request.env, TextGameEnv)
-        adapter = AlfworldSetting() if section.engine is TextGameEngine.ALFWORLD else TextWorldSetting()
+        adapter = ALFWORLD if section.engine is TextGameEngine.ALFWORLD else TEXTWORLD
         env = adapter.env(section)
         timings = RolloutTimings()
         cpu = time.process_time()

@@ -28,7 +28,7 @@ from rla_core.config import TextGameEngine, load_config
 from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy, judge_steps
 from rla_core.envs.rollout import RolloutTimings, run_rollouts
 from rla_core.models.generator import TransformersGenerator
-from rla_core.settings.textgame import AlfworldSetting, TextWorldSetting
+from rla_core.settings.textgame import ALFWORLD, TEXTWORLD
 from rla_core.settings.warm_start import warm_start_models
 from rla_core.stage_inputs import BootstrapInputs, RolloutInputs, RolloutRequest, SeedTasksInputs
 
@@ -56,7 +56,7 @@ def main() -> int:
             overrides.append(f"models.cache_dir={Path(out) / 'models'}")
         cfg = load_config(preset=args.preset, overrides=overrides)
         alfworld = cfg.textgame.engine is TextGameEngine.ALFWORLD
-        setting = AlfworldSetting() if alfworld else TextWorldSetting()
+        setting = ALFWORLD if alfworld else TEXTWORLD
         start = time.perf_counter()
         result = warm_start_models(
             BootstrapInputs.from_config(cfg), out_dir=Path(out) / "warm", seed=args.seed

@@ -49,7 +49,7 @@ from rla_core.config import TextGameEngine, load_config
 from rla_core.envs.prompts import replace_action_list
 from rla_core.envs.rollout import run_rollouts
 from rla_core.models.generator import TransformersGenerator
-from rla_core.settings.textgame import AlfworldSetting, TextWorldSetting
+from rla_core.settings.textgame import ALFWORLD, TEXTWORLD
 from rla_core.stage_inputs import BootstrapInputs, RolloutInputs, RolloutRequest, SeedTasksInputs
 
 _ACTION_LINE = re.compile(r"^(\d+): (.*)$", re.M)
@@ -150,7 +150,7 @@ def main() -> None:
     torch.set_num_threads(2)
     cfg = load_config(preset="bench", overrides=args.set)
     alfworld = cfg.textgame.engine is TextGameEngine.ALFWORLD
-    setting = AlfworldSetting() if alfworld else TextWorldSetting()
+    setting = ALFWORLD if alfworld else TEXTWORLD
     with tempfile.TemporaryDirectory() as tmp:
         policy = args.checkpoint
         if args.warm_start:

@@ -5,8 +5,8 @@ A stage asks :func:`adapter_of` (its slice's setting and the engine of that sett
 :class:`~rla_core.settings.base.SettingAdapter`; nothing dispatches on the engine inside an adapter.
 
 Example:
-    >>> type(adapter_for(Setting.GUI, GuiEngine.OSWORLD)).__name__
-    'OsworldSetting'
+    >>> adapter_for(Setting.GUI, GuiEngine.OSWORLD).env_name
+    'osworld'
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ Engine = TextGameEngine | GuiEngine
 
 
 def _textworld() -> SettingAdapter:
-    from rla_core.settings.textgame import TextWorldSetting
+    from rla_core.settings.textgame import TEXTWORLD
 
-    return TextWorldSetting()
+    return TEXTWORLD
 
 
 def _alfworld() -> SettingAdapter:
-    from rla_core.settings.textgame import AlfworldSetting
+    from rla_core.settings.textgame import ALFWORLD
 
-    return AlfworldSetting()
+    return ALFWORLD
 
 
 def _coding() -> SettingAdapter:

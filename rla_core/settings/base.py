@@ -22,6 +22,8 @@ from rla_core.errors import ConfigError, EnvironmentSpecError
 
 if TYPE_CHECKING:
     from rla_core.algo.curriculum import PlayTask, RewriteTarget
+    from rla_core.config import SamplingConfig
+    from rla_core.envs.rewriter import RewriteRequest
     from rla_core.models.generator import Generator
     from rla_core.stage_inputs import (
         AdaptInputs,
@@ -188,3 +190,23 @@ def judged_labels(
     stats = {f"policy/{k}": float(v) for k, v in p_stats.items()}
     stats |= {f"reward_model/{k}": float(v) for k, v in r_stats.items()}
     return policy, reward, stats
+
+
+def rewrite_requests(
+    job: ProposalRequest,
+    *,
+    max_steps: int,
+    summarizer: Generator | None = None,
+    sampling: SamplingConfig | None = None,
+) -> list[RewriteRequest]:
+    """Every target's rewrite request with the critic feedback on its rollouts
+    (:func:`rla_core.envs.feedback.critic_feedback`); with ``summarizer`` (the environment model) and
+    ``sampling``, its failure summaries, sampled in one generate call."""
+    from rla_core.envs.feedback import critic_feedback
+    from rla_core.envs.rewriter import RewriteRequest
+
+    feedback = critic_feedback(
+        job.frames["rollouts"], job.frames["judgments"], max_steps=max_steps, summarizer=summarizer,
+        sampling=sampling if summarizer is not None else None, seed=job.seed,
+    )  # fmt: skip
+    return RewriteRequest.for_targets(job.targets, feedback)

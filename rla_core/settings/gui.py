@@ -26,6 +26,7 @@ from rla_core.settings.base import (
     judged_labels,
     relative_refs,
     resolve_data_path,
+    rewrite_requests,
     screenshot_dir,
 )
 from rla_core.stage_inputs import (
@@ -119,14 +120,9 @@ class MiniWobSetting:
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
-        from rla_core.envs.feedback import critic_feedback
         from rla_core.envs.miniwob.rewriter import GuiRewriter, rewrite_gui_tasks
-        from rla_core.envs.rewriter import RewriteRequest
 
-        feedback = critic_feedback(
-            job.frames["rollouts"], job.frames["judgments"], max_steps=inputs.rollout.max_steps
-        )
-        requests = RewriteRequest.for_targets(job.targets, feedback)
+        requests = rewrite_requests(job, max_steps=inputs.rollout.max_steps)
         with self.env(need(inputs.gui, Setting.GUI)) as env:
             return rewrite_gui_tasks(
                 requests, rewriter=GuiRewriter(), env=env, known_tasks=env.known_tasks,

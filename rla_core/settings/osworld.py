@@ -37,6 +37,7 @@ from rla_core.settings.base import (
     judged_labels,
     relative_refs,
     resolve_data_path,
+    rewrite_requests,
     screenshot_dir,
 )
 from rla_core.stage_inputs import (
@@ -207,14 +208,10 @@ class OsworldSetting:
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
-        from rla_core.envs.feedback import critic_feedback
         from rla_core.envs.osworld.rewriter import OsworldRewriter, SolutionCheck, check_osworld_candidate
-        from rla_core.envs.rewriter import RewriteRequest, rewrite_tasks
+        from rla_core.envs.rewriter import rewrite_tasks
 
-        feedback = critic_feedback(
-            job.frames["rollouts"], job.frames["judgments"], max_steps=inputs.rollout.max_steps
-        )
-        requests = RewriteRequest.for_targets(job.targets, feedback)
+        requests = rewrite_requests(job, max_steps=inputs.rollout.max_steps)
         validator = SolutionCheck(
             self.opener(need(inputs.gui, Setting.GUI), max_steps=inputs.rollout.max_steps)
         )

@@ -1,24 +1,32 @@
 """The text-game setting: spec §1.2, §2.1-2.2, §3.2; one setting, two engines (docs/settings.md).
 
-``textgame.engine`` picks the adapter: :class:`TextWorldSetting` (generated TextWorld games) or
-:class:`AlfworldSetting` (ALFWorld-style household games of the ALFRED domain played through TextWorld's
-PDDL engine, :mod:`rla_core.envs.alfworld`). Both engines are :class:`~rla_core.envs.base.Environment` s,
-so rollouts, judging, labels and warm start are the same functions here; only the environment and the
-rewriters differ (ALFWorld: the paper's two-token rewrite with an environment model, else the parametric
-extension).
+``textgame.engine`` picks the adapter: :data:`TEXTWORLD` (generated TextWorld games) or :data:`ALFWORLD`
+(ALFWorld-style household games of the ALFRED domain played through TextWorld's PDDL engine,
+:mod:`rla_core.envs.alfworld`). Both engines are :class:`~rla_core.envs.base.Environment` s, so rollouts,
+judging, labels and warm start are the same :class:`TextGameSetting` code; each engine brings only its
+environment and its rewrites (ALFWorld: the paper's two-token rewrite with an environment model, else
+the parametric extension).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import polars as pl
 
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import RewriterKind, Setting
 from rla_core.errors import EnvironmentSpecError
-from rla_core.settings.base import ProposalRequest, WarmStartData, judged_labels, numbered_jsonl
+from rla_core.settings.base import (
+    ProposalRequest,
+    WarmStartData,
+    judged_labels,
+    numbered_jsonl,
+    rewrite_requests,
+)
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
@@ -96,40 +104,32 @@ def _rollout(
     return play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=generator))
 
 
-def _requests(inputs: AdaptInputs, job: ProposalRequest, env_model: Generator | None) -> list[RewriteRequest]:
-    """Critic feedback on every target; with ``env_model``, its failure summaries in one generate call."""
-    from rla_core.envs.feedback import critic_feedback
-    from rla_core.envs.rewriter import RewriteRequest
-
-    feedback = critic_feedback(
-        job.frames["rollouts"],
-        job.frames["judgments"],
-        max_steps=inputs.rollout.max_steps,
-        summarizer=env_model,
-        sampling=inputs.adaptation.sampling if env_model is not None else None,
-        seed=job.seed,
-    )
-    return RewriteRequest.for_targets(job.targets, feedback)
-
-
 def _env_model(inputs: AdaptInputs, env_model: Generator | None) -> Generator | None:
     """The environment model when it rewrites (``adaptation.rewriter=llm``), else None."""
     return env_model if inputs.adaptation.rewriter is RewriterKind.LLM else None
 
 
-class TextWorldSetting:
-    """Generated TextWorld games: multi-turn episodes, step judgments by the reward model."""
+E = TypeVar("E", bound="TextWorldEnv | AlfworldEnv")
 
-    judge_template = "judge"
-    judge_strict = False
-    env_name = "textworld"
-    one_generation_call = False
 
-    def env(self, section: TextGameEnv) -> TextWorldEnv:
-        """TextWorld games cached in ``textgame.game_cache_dir``."""
-        from rla_core.envs.textworld_env import TextWorldEnv
+@dataclass
+class TextGameSetting(Generic[E]):
+    """A text-game engine's adapter: multi-turn episodes, step judgments by the reward model.
 
-        return TextWorldEnv(Path(section.game_cache_dir))
+    ``open_env``: the engine's environment for a ``textgame`` section; ``rewrite``: the engine's rewrites
+    of the targets' requests (``inputs``, ``job``, requests, the environment model when it rewrites, the
+    environment) as the 'proposals' frame.
+    """
+
+    env_name: str
+    open_env: Callable[[TextGameEnv], E]
+    rewrite: Callable[[AdaptInputs, ProposalRequest, list[RewriteRequest], Generator | None, E], pl.DataFrame]
+    judge_template: str = "judge"
+    judge_strict: bool = False
+    one_generation_call: bool = False
+
+    def env(self, section: TextGameEnv) -> E:
+        return self.open_env(section)
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         return _seed_tasks(self.env(need(inputs.textgame, Setting.TEXTGAME)), inputs)
@@ -151,76 +151,70 @@ class TextWorldSetting:
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
-        """Critic feedback, then the rewrites. With ``env_model``: its failure summaries in one generate call
-        and, with ``adaptation.rewriter=llm``, every target's attempts in one more
-        (:class:`~rla_core.envs.rewriter.ModelRewriter`); each shards over a Ray cluster when ``env_model``
-        is a :class:`~rla_core.dispatch.ShardedGenerator`."""
-        from rla_core.envs.rewriter import LlmRewriter, ParametricRewriter, TaskRewriter, rewrite_tasks
-
-        requests = _requests(inputs, job, env_model)
-        writer = _env_model(inputs, env_model)
-        rewriter: TaskRewriter = (
-            LlmRewriter(writer, sampling=inputs.adaptation.sampling)
-            if writer is not None
-            else ParametricRewriter()
+        """Critic feedback, then the engine's rewrites. With ``env_model``: its failure summaries in one
+        generate call and, with ``adaptation.rewriter=llm``, every target's attempts in one more; each
+        shards over a Ray cluster when ``env_model`` is a :class:`~rla_core.dispatch.ShardedGenerator`."""
+        requests = rewrite_requests(
+            job, max_steps=inputs.rollout.max_steps, summarizer=env_model, sampling=inputs.adaptation.sampling
         )
-        return rewrite_tasks(
-            requests, rewriter=rewriter, env=self.env(need(inputs.textgame, Setting.TEXTGAME)),
-            k=inputs.adaptation.candidates, seed=job.seed, iteration=job.iteration,
-        )  # fmt: skip
+        env = self.env(need(inputs.textgame, Setting.TEXTGAME))
+        return self.rewrite(inputs, job, requests, _env_model(inputs, env_model), env)
 
 
-class AlfworldSetting:
-    """ALFWorld-style household games: as :class:`TextWorldSetting`, with ALFWorld's own rewriters."""
+def _textworld_env(section: TextGameEnv) -> TextWorldEnv:
+    """TextWorld games cached in ``textgame.game_cache_dir``."""
+    from rla_core.envs.textworld_env import TextWorldEnv
 
-    judge_template = "judge"
-    judge_strict = False
-    env_name = "alfworld"
-    one_generation_call = False
+    return TextWorldEnv(Path(section.game_cache_dir))
 
-    def env(self, section: TextGameEnv) -> AlfworldEnv:
-        """ALFWorld games cached in ``textgame.game_cache_dir/alfworld``."""
-        from rla_core.envs.alfworld.env import AlfworldEnv
 
-        return AlfworldEnv(Path(section.game_cache_dir) / "alfworld")
+def _textworld_rewrites(
+    inputs: AdaptInputs, job: ProposalRequest, requests: list[RewriteRequest], writer: Generator | None,
+    env: TextWorldEnv,
+) -> pl.DataFrame:  # fmt: skip
+    """The environment model's rewrites (:class:`~rla_core.envs.rewriter.LlmRewriter`), else the parametric ones."""
+    from rla_core.envs.rewriter import LlmRewriter, ParametricRewriter, TaskRewriter, rewrite_tasks
 
-    def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
-        return _seed_tasks(self.env(need(inputs.textgame, Setting.TEXTGAME)), inputs)
+    rewriter: TaskRewriter = (
+        LlmRewriter(writer, sampling=inputs.adaptation.sampling)
+        if writer is not None
+        else ParametricRewriter()
+    )
+    return rewrite_tasks(
+        requests, rewriter=rewriter, env=env, k=inputs.adaptation.candidates, seed=job.seed,
+        iteration=job.iteration,
+    )  # fmt: skip
 
-    def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]:
-        return _eval_tasks(self.env(need(inputs.textgame, Setting.TEXTGAME)), inputs, path)
 
-    def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
-        return _warm_start(self.env(need(inputs.textgame, Setting.TEXTGAME)), inputs, seed=seed)
+def _alfworld_env(section: TextGameEnv) -> AlfworldEnv:
+    """ALFWorld games cached in ``textgame.game_cache_dir/alfworld``."""
+    from rla_core.envs.alfworld.env import AlfworldEnv
 
-    def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
-        return _rollout(self.env(expect_section(request.env, TextGameEnv)), request, generator)
+    return AlfworldEnv(Path(section.game_cache_dir) / "alfworld")
 
-    def labels(
-        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
-    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
-        return judged_labels(inputs, frames, accepted=accepted)
 
-    def propose(
-        self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
-    ) -> pl.DataFrame:
-        """Critic feedback, then the paper's two-token rewrite by the environment model
-        (``adaptation.rewriter=llm``), else the parametric extension; each candidate checked in the game."""
-        from rla_core.envs.alfworld import rewriter as alfw
-        from rla_core.envs.rewriter import TaskRewriter, rewrite_tasks
+def _alfworld_rewrites(
+    inputs: AdaptInputs, job: ProposalRequest, requests: list[RewriteRequest], writer: Generator | None,
+    env: AlfworldEnv,
+) -> pl.DataFrame:  # fmt: skip
+    """The paper's two-token rewrite by the environment model, else the parametric extension; each
+    candidate checked in the game."""
+    from rla_core.envs.alfworld import rewriter as alfw
+    from rla_core.envs.rewriter import TaskRewriter, rewrite_tasks
 
-        requests = _requests(inputs, job, env_model)
-        alfworld = self.env(need(inputs.textgame, Setting.TEXTGAME))
-        writer = _env_model(inputs, env_model)
-        rewriter: TaskRewriter
-        if writer is not None:
-            rewriter = alfw.TwoTokenRewriter(writer, env=alfworld, sampling=inputs.adaptation.sampling)
+    rewriter: TaskRewriter
+    if writer is not None:
+        rewriter = alfw.TwoTokenRewriter(writer, env=env, sampling=inputs.adaptation.sampling)
 
-            def check(spec: dict[str, Any], request: RewriteRequest) -> str | None:
-                return alfw.check_two_token(alfworld, spec, request)
-        else:
-            rewriter, check = alfw.ParametricRewriter(), alfw.check_parametric
-        return rewrite_tasks(
-            requests, rewriter=rewriter, env=alfworld, k=inputs.adaptation.candidates, seed=job.seed,
-            iteration=job.iteration, check=check,
-        )  # fmt: skip
+        def check(spec: dict[str, Any], request: RewriteRequest) -> str | None:
+            return alfw.check_two_token(env, spec, request)
+    else:
+        rewriter, check = alfw.ParametricRewriter(), alfw.check_parametric
+    return rewrite_tasks(
+        requests, rewriter=rewriter, env=env, k=inputs.adaptation.candidates, seed=job.seed,
+        iteration=job.iteration, check=check,
+    )  # fmt: skip
+
+
+TEXTWORLD: TextGameSetting[TextWorldEnv] = TextGameSetting("textworld", _textworld_env, _textworld_rewrites)
+ALFWORLD: TextGameSetting[AlfworldEnv] = TextGameSetting("alfworld", _alfworld_env, _alfworld_rewrites)

@@ -27,7 +27,7 @@ from rla_core.models.generator import GeneratorSpec
 from rla_core.schemas import get_schema
 from rla_core.settings.base import ProposalRequest
 from rla_core.settings.coding import CodingSetting, coding_task
-from rla_core.settings.textgame import TextWorldSetting
+from rla_core.settings.textgame import TEXTWORLD
 from rla_core.stage_inputs import (
     AdaptInputs,
     RolloutInputs,
@@ -94,7 +94,7 @@ def main() -> None:
             frames["proposals"] = setting.propose(adapt, job, env_model=gen)
         adapt_start = time.perf_counter()
         with stage_generator(env_model, cluster) as gen:
-            frames["textgame_proposals"] = TextWorldSetting().propose(*textgame, env_model=gen)
+            frames["textgame_proposals"] = TEXTWORLD.propose(*textgame, env_model=gen)
         print(f"{name}: text-game adapt {time.perf_counter() - adapt_start:.1f} s", file=sys.stderr)
         (work / name).mkdir(parents=True)
         for frame_name, frame in frames.items():
@@ -114,7 +114,7 @@ def textgame_job(work: Path) -> tuple[AdaptInputs, ProposalRequest]:
             "adaptation.sampling.max_new_tokens=24", f"textgame.game_cache_dir={work / 'games'}",
         ],
     )  # fmt: skip
-    seeded = TextWorldSetting().seed_tasks(SeedTasksInputs.from_config(cfg))[:2]
+    seeded = TEXTWORLD.seed_tasks(SeedTasksInputs.from_config(cfg))[:2]
     targets = [
         RewriteTarget(slot, slot, goal, 0.0 if goal is Goal.EASIER else 1.0, spec, spec)
         for (slot, _env, spec), goal in zip(seeded, (Goal.EASIER, Goal.HARDER), strict=True)
