@@ -34,7 +34,6 @@ from rla_core.stage_inputs import (
     BootstrapInputs,
     EvaluateInputs,
     GuiEnv,
-    LabelInputs,
     RolloutRequest,
     SeedTasksInputs,
     expect_section,
@@ -112,10 +111,7 @@ class MiniWobSetting:
             frames = play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=generator))
         return {**frames, "rollouts": relative_refs(frames["rollouts"], workdir)}
 
-    def labels(
-        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
-    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
-        return judged_labels(inputs, frames, accepted=accepted)
+    labels = staticmethod(judged_labels)  # step-judged labels, the same rule in every such setting
 
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None

@@ -45,7 +45,6 @@ from rla_core.stage_inputs import (
     BootstrapInputs,
     EvaluateInputs,
     GuiEnv,
-    LabelInputs,
     OsworldCache,
     RolloutRequest,
     SeedTasksInputs,
@@ -200,10 +199,7 @@ class OsworldSetting:
         out = {name: pl.concat(parts, how="vertical") for name, parts in frames.items()}
         return {**out, "rollouts": relative_refs(out["rollouts"], workdir)}
 
-    def labels(
-        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
-    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
-        return judged_labels(inputs, frames, accepted=accepted)
+    labels = staticmethod(judged_labels)  # step-judged labels, the same rule in every such setting
 
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None

@@ -31,7 +31,6 @@ from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
     EvaluateInputs,
-    LabelInputs,
     RolloutRequest,
     SeedTasksInputs,
     TextGameEnv,
@@ -143,10 +142,7 @@ class TextGameSetting(Generic[E]):
     def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
         return _rollout(self.env(expect_section(request.env, TextGameEnv)), request, generator)
 
-    def labels(
-        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
-    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
-        return judged_labels(inputs, frames, accepted=accepted)
+    labels = staticmethod(judged_labels)  # step-judged labels, the same rule in every such setting
 
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
