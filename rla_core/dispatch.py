@@ -2,19 +2,19 @@
 
 The rollout, evaluate and judge stages call :func:`rollout` and :func:`judge` instead of opening a
 generator themselves; :func:`rollout` asks the registry (:func:`rla_core.settings.adapter_for`) for the
-adapter of the setting and engine, whose ``rollout`` plays the episodes. With ``cluster.backend=local`` both open the stage's generator here and do the
-work in this process. With ``ray`` the work is cut into ``cluster.replicas_for(role)`` contiguous shards of its
-canonical order (:mod:`rla_core.cluster.shards`); each shard runs on its own Ray actor
-(:func:`rla_core.cluster.ray_session.run_shards`, resources from :func:`shard_request`), which opens
-its own environment (games, browsers) and a generator over exactly the stage's input checkpoint, and
-the driver concatenates the shards' frames in shard order. Every row is sampled from its own seeded
-stream, so the result equals the local one byte for byte, whatever the shard count, and every
-``cluster`` key stays out of stage keys (``SPEED_ONLY_KEYS``).
+adapter of the setting and engine, whose ``rollout`` plays the episodes. With ``cluster.backend=local``
+both open the stage's generator here and do the work in this process. With ``ray`` the work is cut into
+``cluster.replicas_for(role)`` contiguous shards of its canonical order (:mod:`rla_core.cluster.shards`);
+each shard runs on its own Ray actor (:func:`rla_core.cluster.ray_session.run_shards`, resources from
+:func:`shard_request`), which opens its own environment (games, browsers) and a generator over exactly
+the stage's input checkpoint, and the driver concatenates the shards' frames in shard order. Every row
+is sampled from its own seeded stream, so the result equals the local one byte for byte, whatever the
+shard count, and every ``cluster`` key stays out of stage keys (``SPEED_ONLY_KEYS``).
 
-The coding stages sample one batched generation call each (the rollout's programs — its adapter says
-so with ``one_generation_call`` — and write_tests' unit tests), and so does every phase of adapt's environment model in every setting (text games: the failure
-summaries, then every target's rewrite attempts; coding: the rewrites): they open :func:`stage_generator`,
-which with ``ray`` is a
+The coding stages sample one batched generation call each (the rollout's programs — its adapter says so
+with ``one_generation_call`` — and write_tests' unit tests), and so does every phase of adapt's
+environment model in every setting (text games: the failure summaries, then every target's rewrite
+attempts; coding: the rewrites): they open :func:`stage_generator`, which with ``ray`` is a
 :class:`ShardedGenerator` — ``generate`` cuts its prompts into contiguous shards, each sampled on its
 own actor by a generator over the same checkpoint, with prompt i seeded exactly as one local call seeds
 it (``seeds[i]``, or ``seed + i``), so the samples are the local ones whatever the shard count.
