@@ -16,7 +16,7 @@ import time
 import numpy as np
 import polars as pl
 
-from rla_core.schemas import validate
+from rla_core.schemas import get_schema, validate
 from rla_core.store import ArtifactStore
 
 _WORDS = [
@@ -88,10 +88,16 @@ def _texts(rng: np.random.Generator, rows: int, chars: int) -> pl.Series:
 
 
 def make_rollouts(rows: int, *, seed: int = 0) -> pl.DataFrame:
-    """A synthetic 'rollouts' frame: 8 steps per rollout, 4 rollouts per task."""
+    """A synthetic 'rollouts' frame: 8 steps per rollout, 4 rollouts per task, every episode won or lost.
+
+    The columns are the declared schema's (``rla_core.schemas``): those modelled below get text-like or
+    plausible values, every other one is null of its declared dtype (what a text game leaves empty:
+    images, screenshots, error kinds), so a column added to the schema later cannot break the benchmark.
+    """
     rng = np.random.default_rng(seed)
     idx = np.arange(rows)
-    df = pl.DataFrame(
+    outcome = np.where((idx // 8) % 2 == 0, 1.0, -1.0)
+    modelled = pl.DataFrame(
         {
             "iteration": np.full(rows, 3, dtype=np.int64),
             "task_id": [f"task-{i}" for i in (idx // 32)],
@@ -103,18 +109,19 @@ def make_rollouts(rows: int, *, seed: int = 0) -> pl.DataFrame:
             "response": _texts(rng, rows, 256),
             "action": [_WORDS[i % len(_WORDS)] for i in idx],
             "action_valid": idx % 17 != 0,
-            "invalid_reason": pl.Series([None] * rows, dtype=pl.String),
             "next_observation": [_WORDS[(i * 7) % len(_WORDS)] for i in idx],
             "expert_actions": [_WORDS[(i * 3) % len(_WORDS)] for i in idx],
-            "observation_ref": pl.Series([None] * rows, dtype=pl.String),
             "done": idx % 8 == 7,
-            "outcome": np.where((idx // 8) % 2 == 0, 1.0, -1.0),
-            "score": pl.Series([None] * rows, dtype=pl.Float64),
+            "outcome": outcome,
             "prompt_tokens": rng.integers(40, 80, size=rows),
             "response_tokens": rng.integers(40, 80, size=rows),
+            "status": np.where(outcome > 0, "won", "lost"),
+            "attempt": np.zeros(rows, dtype=np.int64),
         }
     )
-    return validate("rollouts", df)
+    schema = get_schema("rollouts").columns
+    nulls = [pl.lit(None, dtype).alias(c) for c, dtype in schema.items() if c not in modelled.columns]
+    return validate("rollouts", modelled.with_columns(nulls))
 
 
 def compare_codecs(df: pl.DataFrame) -> None:

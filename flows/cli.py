@@ -30,7 +30,9 @@ app = typer.Typer(
     help="RLAnything: train an agent's policy, its step-wise reward model and its task set together.",
 )
 console = Console(stderr=True)
-out = Console()
+# A terminal gets its own width; a pipe or a scheduler's log has none, and rich's 80-column default would
+# cut the status table's last columns: there a table is as wide as it needs (COLUMNS still wins).
+out = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 240)
 
 
 @app.callback()

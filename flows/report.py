@@ -27,7 +27,7 @@ from typing import Any
 import polars as pl
 
 from flows.study import refresh_study, require_study, run_metrics, summary_tables
-from rla_core.algo.metrics import CODING_EVAL_LABELS
+from rla_core.algo.metrics import CODING_EVAL_LABELS, EVAL_ENV_ERROR_RATE
 from rla_core.algo.stats import mean_interval
 from rla_core.algo.study import CLEAN, EVAL_HIGH, EVAL_LOW, EVAL_RATE, StudySummary
 from rla_core.config import Setting
@@ -266,32 +266,36 @@ def run_report(store: ArtifactStore, run_id: str) -> Report:
     report = Report(title=f"rlanything run {run_id}", figures=figures, captions=captions, missing=missing)
     iterations = sorted(set(frame["iteration"].to_list()))
     evals = _series(frame, EVAL_RATE)
-    # Coding adds the paper's three columns to the table (an iteration without one shows '-').
+    # Coding adds the paper's three columns to the table (an iteration without one shows '-'); beside each
+    # success rate, the share of episodes our machinery broke (not counted in the rate;
+    # docs/environment-errors.md), "—" for a run written before it was measured.
     coding = {
         label: dict(zip(*_series(frame, metric), strict=True))
         for metric, label in CODING_EVAL_LABELS.items()
         if _series(frame, metric)[0]
     }
+    env_errors = dict(zip(*_series(frame, EVAL_ENV_ERROR_RATE), strict=True))
     rows = "".join(
-        f"<tr><td>{it}</td><td>{v:.3f}</td>"
+        f"<tr><td>{it}</td><td>{v:.3f}</td><td>{_rate(env_errors.get(it))}</td>"
         + "".join(f"<td>{by_it[it]:.3f}</td>" if it in by_it else "<td>-</td>" for by_it in coding.values())
         + "</tr>"
         for it, v in zip(evals[0], evals[1], strict=True)
     )
     heads = "".join(f"<th>{html.escape(label)}</th>" for label in coding)
+    header = f"<tr><th>iteration</th><th>held-out success</th><th>env_error_rate</th>{heads}</tr>"
     report.sections_html.append(
         f"<p>Artifacts: <code>{html.escape(store.run_location(run_id))}</code>; iterations with committed stages: "
         f"{', '.join(map(str, iterations)) or 'none'}.</p>"
-        + (
-            f"<table><tr><th>iteration</th><th>held-out success</th>{heads}</tr>{rows}</table>"
-            if rows
-            else ""
-        )
+        + (f"<table>{header}{rows}</table>" if rows else "")
     )
     screens = screens_html(store, run_id)
     if screens:
         report.sections_html.append(screens)
     return report
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
 
 
 SCREEN_STEPS = 4  # steps of one rollout shown with their screens

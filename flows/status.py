@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from flows.runs import load_run_config, package_code_version, resolve_mlflow_uri, resolve_root
-from rla_core.algo.metrics import CODING_EVAL_LABELS, EVAL_CODE_ACC, EVAL_DETECT, EVAL_UT_ACC
+from rla_core.algo.metrics import (
+    CODING_EVAL_LABELS,
+    ENV_ERROR_RATE,
+    EVAL_CODE_ACC,
+    EVAL_DETECT,
+    EVAL_ENV_ERROR_RATE,
+    EVAL_UT_ACC,
+)
 from rla_core.config import RunConfig, Setting
 from rla_core.store import ArtifactStore
 from rla_core.store.lock import pid_alive
@@ -21,6 +28,7 @@ from rla_core.store.manifest import this_host
 # Column → metric keys, first present wins (one stage rarely has more than one of them).
 HEADLINE: dict[str, tuple[str, ...]] = {
     "success": ("policy/eval_success_rate", "policy/success_rate"),
+    "env errors": (EVAL_ENV_ERROR_RATE, ENV_ERROR_RATE),  # share of episodes our machinery broke
     "step acc": ("reward_model/step_accuracy",),
     "kept rows": ("policy/samples",),
     "KL": ("policy/kl", "reward_model/kl"),

@@ -401,8 +401,9 @@ class RolloutConfig(_Section):
         ge=0,
         description=(
             "Replays of an episode whose environment failed (env_error: a desktop, browser or sandbox died), "
-            "on a fresh environment with the same seeds; rollout and evaluate stages. It changes which "
-            "attempts are kept, so it is part of their stage keys (docs/environment-errors.md)."
+            "on a fresh environment with the same seeds; rollout and evaluate stages, and coding's execute "
+            "stage (a reward-model test run whose sandbox died). It changes which attempts are kept, so it "
+            "is part of their stage keys (docs/environment-errors.md)."
         ),
     )
     max_env_error_share: float = Field(

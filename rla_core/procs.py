@@ -109,7 +109,7 @@ def kill_group(pgid: int, *, leader_start: str | None = None, wait_s: float = 10
     return True
 
 
-def _is_running(pid: int, started: str) -> bool:
+def is_running(pid: int, started: str) -> bool:
     """``pid`` is the process that started at ``started`` and has not exited (zombies have exited)."""
     fields = _stat_fields(pid)
     return fields is not None and fields[19] == started and fields[0] != "Z"
@@ -120,12 +120,12 @@ def kill_process(pid: int, *, started: str | None, grace_s: float = 5.0) -> bool
 
     True if it was signalled; False when it is gone or its pid now belongs to another process.
     """
-    if started is None or not _is_running(pid, started):
+    if started is None or not is_running(pid, started):
         return False
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while _is_running(pid, started):
+    while is_running(pid, started):
         if time.monotonic() > deadline:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)

@@ -321,6 +321,13 @@ class RolloutSteps(Slice):
     max_steps: int
 
 
+class EnvRetries(Slice):
+    """How often a run whose environment failed is replayed (``rollout.env_retries``): the execute stage's
+    sandboxed runs."""
+
+    env_retries: int
+
+
 class RolloutEnvErrors(Slice):
     """How episodes whose environment failed are replayed and bounded (``rollout.env_retries``, ``rollout.max_env_error_share``)."""
 
@@ -447,6 +454,7 @@ class WriteTestsInputs(StageInputs):
 class ExecuteInputs(StageInputs):
     setting: Setting
     cluster: ClusterConfig  # speed only: where the sandboxed executions run
+    rollout: EnvRetries  # a run whose sandbox died is replayed as the rollout's GT runs are
     coding: CodingSandbox | None
 
 

@@ -19,8 +19,9 @@ def execute(
     coding = [coding_task(task_id, spec) for task_id, spec in specs.items()]
     sandbox = need(ctx.inputs.coding, Setting.CODING)
     executions = CodingSetting().execute(
-        sandbox, programs, tests, coding, iteration=ctx.iteration, cluster=ctx.inputs.cluster
-    )
+        sandbox, programs, tests, coding, iteration=ctx.iteration,
+        retries=ctx.inputs.rollout.env_retries, cluster=ctx.inputs.cluster,
+    )  # fmt: skip
     ctx.writer.write_frame("executions", executions)
     counts = executions.group_by("error_kind").len()
     out = {"reward_model/executions": float(executions.height)}

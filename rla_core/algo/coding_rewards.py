@@ -269,9 +269,15 @@ def coding_policy_samples(
 def _ut_table(
     codes: pl.DataFrame, executions: pl.DataFrame, unit_tests: pl.DataFrame, *, gt_col: str
 ) -> pl.DataFrame:
-    """Per generated test: counts of GT / non-GT codes that pass it. Invalid tests fail every code."""
+    """Per generated test: counts of GT / non-GT codes that pass it. Invalid tests fail every code.
+
+    A test with a run whose sandbox died even after its retries (``error_kind`` 'sandbox') is left out:
+    whether that code passes it is unknown, and counting the run as a failure would move the test's
+    three-case reward (docs/environment-errors.md). ``sandbox_died`` keeps the count of those tests.
+    """
+    died = pl.col("error_kind") == SANDBOX_ERROR if "error_kind" in executions.columns else pl.lit(False)
     generated = executions.filter(pl.col("test_kind") == GENERATED).select(
-        "task_id", "rollout_id", "test_idx", pl.col("passed").alias("exec_passed")
+        "task_id", "rollout_id", "test_idx", pl.col("passed").alias("exec_passed"), died.alias("died")
     )
     matrix = (
         codes.select("task_id", "rollout_id", is_gt=pl.col(gt_col))
@@ -286,6 +292,7 @@ def _ut_table(
             gt_pass=(pl.col("is_gt") & pl.col("ut_passed")).sum().cast(pl.Int64),
             n_non_gt=(~pl.col("is_gt")).sum().cast(pl.Int64),
             non_gt_pass=(~pl.col("is_gt") & pl.col("ut_passed")).sum().cast(pl.Int64),
+            sandbox_died=pl.col("died").fill_null(False).any(),
         )
         .with_columns(
             gt_ut=(pl.col("n_gt") > 0) & (pl.col("gt_pass") == pl.col("n_gt")),
@@ -314,14 +321,17 @@ def coding_reward_samples(
       that pass k``;
 
     an invalid test fails every code (so it is never a GT-UT, and scores 0 when non-GT codes
-    exist). ``advantage`` = z-score of r over the task's tests (0 when std ≤ ``cfg.std_eps``); no
-    rows are dropped. Tasks dropped: pending and not accepted; pass-all acc outside
+    exist). A test with a run whose sandbox died even after its retries (``executions.error_kind``
+    'sandbox') has no reward: whether that code passes it is unknown, so it is left out before the
+    z-score (counted in ``rows_sandbox_died``). ``advantage`` = z-score of r over the task's other tests
+    (0 when std ≤ ``cfg.std_eps``); no other rows are dropped. Tasks dropped: pending and not accepted; pass-all acc outside
     ``cfg.rm_acc_band`` (coding default [0.2, 0.8], the policy's band: in the reference the policy
     filter's ``continue`` skips the task's RM block, spec §2.4); no GT code.
 
     Output rows follow the ``reward_samples`` schema with ``step = test_idx`` and null
     ``rollout_id`` / ``judge_idx`` (a test is not tied to one rollout). Counts: ``tasks_*`` and
-    ``rows_*`` (rows = unit tests) for ``pending_not_accepted``, ``out_of_band``, ``no_gt_code``.
+    ``rows_*`` (rows = unit tests) for ``pending_not_accepted``, ``out_of_band``, ``no_gt_code``, and
+    ``rows_sandbox_died``.
     """
     where = "coding_reward_samples"
     require_columns(
@@ -339,7 +349,8 @@ def coding_reward_samples(
     stats = _stats(tasks, ("pending_not_accepted", "out_of_band", "no_gt_code"), "n_tests")
     kept = tasks.filter(pl.col("drop_reason").is_null()).select("task_id")
     uts = _ut_table(codes.join(kept, on="task_id", how="semi"), executions, unit_tests, gt_col="gt_code")
-    uts = uts.with_columns(
+    stats["rows_sandbox_died"] = int(uts["sandbox_died"].sum())
+    uts = uts.filter(~pl.col("sandbox_died")).with_columns(
         reward=pl.when(pl.col("n_non_gt") == 0)
         .then(pl.when(pl.col("gt_ut")).then(pl.lit(1.0)).otherwise(pl.lit(-1.0)))
         .when(pl.col("gt_ut"))
@@ -388,7 +399,8 @@ def coding_metrics(
     * ``perfect_ut_rate``: tests passed by every GT code and failed by every non-GT code / tests,
       over tasks with both GT and non-GT codes.
 
-    A metric whose denominator is empty is ``None`` (no signal), never a made-up 0. GT codes here
+    A metric whose denominator is empty is ``None`` (no signal), never a made-up 0. Tests with a run whose
+    sandbox died are left out of both (as in :func:`coding_reward_samples`). GT codes here
     are pass-all codes (the truncation penalty does not apply to metrics).
 
     Example:
@@ -403,8 +415,10 @@ def coding_metrics(
     codes = code_table(rollouts, executions)
     tasks = _tasks(codes)
     acc = float(codes["pass_all"].sum()) / codes.height if codes.height else None
-    uts = _ut_table(codes, executions, unit_tests, gt_col="pass_all").join(
-        tasks.select("task_id", "n_codes", "n_gt_codes"), on="task_id", how="inner"
+    uts = (
+        _ut_table(codes, executions, unit_tests, gt_col="pass_all")
+        .filter(~pl.col("sandbox_died"))
+        .join(tasks.select("task_id", "n_codes", "n_gt_codes"), on="task_id", how="inner")
     )
     with_gt = uts.filter(pl.col("n_gt_codes") > 0)
     syn_ut_acc = float(with_gt["gt_ut"].sum()) / with_gt.height if with_gt.height else None

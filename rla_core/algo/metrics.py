@@ -17,6 +17,9 @@ from rla_core.config import Band
 from rla_core.schemas import validate
 
 _EPISODE = ["task_id", "rollout_id"]
+# Shares of episodes whose environment failed (docs/environment-errors.md), shown beside the success rates.
+ENV_ERROR_RATE = "env/env_error_rate"
+EVAL_ENV_ERROR_RATE = "env/eval_env_error_rate"
 
 
 def _mean(series: pl.Series) -> float:
@@ -64,7 +67,7 @@ def rollout_metrics(rollouts: pl.DataFrame) -> dict[str, float]:
     if rollouts.height == 0:
         return {"env/tasks_played": 0.0}
     out = {
-        "env/env_error_rate": float(env_error_rate(rollouts) or 0.0),
+        ENV_ERROR_RATE: float(env_error_rate(rollouts) or 0.0),
         "env/tasks_played": float(rollouts["task_id"].n_unique()),
         "env/pending_played": float(rollouts.filter(pl.col("pending"))["task_id"].n_unique()),
     }
@@ -122,7 +125,7 @@ def eval_metrics(evals: pl.DataFrame) -> dict[str, float]:
     over won and lost episodes, and env/eval_env_error_rate (episodes whose environment failed)."""
     if evals.height == 0:
         return {}
-    out = {"env/eval_env_error_rate": float(env_error_rate(evals) or 0.0)}
+    out = {EVAL_ENV_ERROR_RATE: float(env_error_rate(evals) or 0.0)}
     kept = played(evals)
     if kept.height:
         out |= {

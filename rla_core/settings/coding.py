@@ -240,9 +240,11 @@ class CodingSetting:
         tasks: list[CodingTask],
         *,
         iteration: int,
+        retries: int = 0,
         cluster: ClusterConfig | None = None,
     ) -> pl.DataFrame:
-        """Run every program on its task's generated tests (spec §1.1 step 3); artifact 'executions'."""
+        """Run every program on its task's generated tests (spec §1.1 step 3); artifact 'executions'. A run
+        whose sandbox died runs again in a fresh sandbox up to ``retries`` times (``rollout.env_retries``)."""
         from rla_core.coding.execute import generated_tests_frame, run_tests
 
         return run_tests(
@@ -252,6 +254,7 @@ class CodingSetting:
             iteration=iteration,
             memory_mb=section.memory_limit_mb,
             output_kb=section.output_limit_kb,
+            retries=retries,
         )
 
     def labels(

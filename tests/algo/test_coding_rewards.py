@@ -250,6 +250,37 @@ class TestCodingRewardSamples:
         policy, _ = coding_policy_samples(rollouts, pl.concat(gt), cfg=cfg)
         assert sorted(set(policy["task_id"].to_list())) == ["hi", "lo"]
 
+    def test_a_test_whose_run_died_in_its_sandbox_is_left_out_of_the_consistency_targets(self) -> None:
+        # Task s: 3 codes x 1 GT test; code 0 passes it (the GT code), codes 1 and 2 do not (non-GT).
+        # Generated tests (rows = codes):
+        #   test 0: [T, F, F] -> GT-UT; non-GT codes failing it: 1, 2 -> r = 2
+        #   test 1: [T, T, F] -> GT-UT; non-GT failing it: code 2 -> r = 1
+        #   test 2: [T, T, ?] -> code 2's run died in its sandbox after its retries: whether it passes is
+        #     unknown. Counted as a failure (as before) it was a GT-UT with r = 1 -> r = [2, 1, 1] and
+        #     advantages [√2, -1/√2, -1/√2]. Left out: r = [2, 1], mean 3/2, population std 1/2 -> [+1, -1].
+        gt = _executions("s", "gt", [[T], [F], [F]])
+        gen = _executions("s", "generated", [[T, T, T], [F, T, T], [F, F, F]])
+        died = (pl.col("rollout_id") == 2) & (pl.col("test_idx") == 2)
+        gen = gen.with_columns(error_kind=pl.when(died).then(pl.lit("sandbox")).otherwise("error_kind"))
+        rollouts = _rollouts({"s": 3})
+        samples, stats = coding_reward_samples(
+            rollouts, pl.concat([gt, gen]), _unit_tests("s", [T, T, T]), cfg=CODING
+        )
+        assert samples.select("step", "reward", "advantage").rows() == [(0, 2.0, 1.0), (1, 1.0, -1.0)]
+        assert stats["rows_sandbox_died"] == 1 and stats["rows_kept"] == 2
+        # The same targets as if test 2 had never been written.
+        without = coding_reward_samples(
+            rollouts,
+            pl.concat([gt, gen.filter(pl.col("test_idx") < 2)]),
+            _unit_tests("s", [T, T]),
+            cfg=CODING,
+        )[0]
+        assert samples.equals(without)
+        # Metrics over the known tests 0 and 1: both are GT-UTs -> syn_ut_acc 2/2; only test 0 is failed by
+        # every non-GT code -> perfect_ut_rate 1/2 (counting test 2 as failed by code 2: 1/3).
+        metrics = coding_metrics(rollouts, pl.concat([gt, gen]), _unit_tests("s", [T, T, T]))
+        assert metrics == {"acc": 1 / 3, "syn_ut_acc": 1.0, "perfect_ut_rate": 0.5}
+
     def test_all_equal_rewards_give_zero_advantage_and_are_kept(self) -> None:
         gt = _executions("u", "gt", [[T], [T]])
         gen = _executions("u", "generated", [[T, T], [T, T]])

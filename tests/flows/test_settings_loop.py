@@ -91,7 +91,7 @@ def test_one_coding_iteration_without_rewrite_targets(flow_env: FlowEnv) -> None
     for iteration in (0, 1):
         coding_eval_is_consistent(store, "c1", iteration)
     status = flow_env.rla("status", "c1", "--root", str(root)).stdout
-    assert "code acc" in status and "UT acc" in status, status  # (the last column is cut at 80 characters)
+    assert "code acc" in status and "UT acc" in status and "detect" in status, status
     report = run_report(store, "c1")
     # Only the metrics with a denominator are drawn: code accuracy always; UT accuracy and detection once a
     # held-out program is right (the tiny policy rarely writes one).

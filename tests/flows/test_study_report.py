@@ -441,7 +441,12 @@ def test_report_needs_exactly_one_of_run_and_study(tmp_path: Path) -> None:
 
 
 def _write_eval(
-    store: ArtifactStore, run_id: str, iteration: int, wins: list[int], rollouts: int = 2
+    store: ArtifactStore,
+    run_id: str,
+    iteration: int,
+    wins: list[int],
+    rollouts: int = 2,
+    metrics: dict[str, float] | None = None,
 ) -> None:
     """Commit an evaluate stage by hand: episode k is task ``t<k // rollouts>``, rollout ``k % rollouts``."""
     n = len(wins)
@@ -463,7 +468,7 @@ def _write_eval(
             }
         ),
     )
-    writer.commit("hand-made", {}, {"metrics": {}})
+    writer.commit("hand-made", {}, {"metrics": metrics or {}})
 
 
 def _hand_study(root: Path, ends: dict[tuple[str, int], list[int]]) -> tuple[ArtifactStore, StudySpec]:
@@ -579,3 +584,25 @@ def test_an_episode_in_env_error_in_either_run_is_dropped_from_both() -> None:
     baseline = episode_wins(evals([-1.0, 1.0, 1.0, None]), where="baseline")
     assert arm[("t", 1)] is None and baseline[("t", 3)] is None
     assert episode_differences(arm, baseline, arm_where="arm", baseline_where="baseline") == [1.0, -1.0]
+
+
+def test_report_and_status_show_the_env_error_rate_beside_the_success_rate(tmp_path: Path) -> None:
+    from flows.report import run_report
+    from flows.status import StageRow
+
+    # Iteration 0: 4 played episodes, 1 won (0.250); the evaluate stage measured 1 of 5 episodes in env_error
+    # (0.200). Iteration 1 was written before the share was measured: its cell is "—", not a made-up 0.
+    store = ArtifactStore(str(tmp_path))
+    store.write_run_info("r", config={}, config_hash="0" * 64, code_version="test")
+    _write_eval(store, "r", 0, [1, 0, 0, 0], metrics={"env/eval_env_error_rate": 0.2})
+    _write_eval(store, "r", 1, [1, 1, 0, 0])
+    page = run_report(store, "r").html()
+    assert "<th>held-out success</th><th>env_error_rate</th>" in page
+    assert (
+        "<tr><td>0</td><td>0.250</td><td>0.200</td></tr><tr><td>1</td><td>0.500</td><td>—</td></tr>" in page
+    )
+    # `rla status`: the column beside "success", the evaluation's share first, else the rollout's.
+    row = StageRow(1, "rollout", "done", 1, 2.0, {"policy/success_rate": 0.5, "env/env_error_rate": 0.25})
+    assert (row.headline("success"), row.headline("env errors")) == ("0.5", "0.25")
+    evaluated = StageRow(1, "evaluate", "done", 1, 2.0, {"env/eval_env_error_rate": 0.0})
+    assert evaluated.headline("env errors") == "0"

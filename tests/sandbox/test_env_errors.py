@@ -109,3 +109,17 @@ def test_without_retries_a_killed_sandbox_is_an_env_error_not_a_failure(serial_s
     )
     assert "sandbox died" in first["error_message"]
     assert rollouts.row(1, named=True)["status"] == "lost"
+
+
+def test_the_execute_stage_replays_as_many_times_as_the_rollout_and_that_enters_its_key() -> None:
+    # The reward model's tests run in the same sandbox as the GT tests: a run that died there is replayed
+    # rollout.env_retries times, read through the execute stage's own slice (so it is part of its key).
+    from rla_core.config import load_config
+    from rla_core.stage_inputs import ExecuteInputs
+
+    two, zero = (
+        ExecuteInputs.from_config(load_config(overrides=["setting=coding", f"rollout.env_retries={n}"]))
+        for n in (2, 0)
+    )
+    assert (two.rollout.env_retries, zero.rollout.env_retries) == (2, 0)
+    assert two.key_json()["rollout"] == {"env_retries": 2} and two.key_json() != zero.key_json()

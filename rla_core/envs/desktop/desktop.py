@@ -213,6 +213,9 @@ class Desktop:
         self.timeout_s = timeout_s
         self.group: procs.ProcessGroup | None = None
         self.pidns: str | None = None
+        # (pid, start time) of its X server, found at launch: the in-desktop server outlives a dead X server
+        # (it answers with errors and empty trees), so the desktop's health checks this process too.
+        self.x_server: tuple[int, str] | None = None
         self.server = Forward(self.channel / "server.sock")
         self.ports = {p: Forward(self.channel / f"port-{p}.sock") for p in FORWARDED_PORTS}
         self.url = f"http://127.0.0.1:{self.server.port}"
@@ -326,6 +329,18 @@ class Desktop:
         self.group.wait_ready(self._answers, timeout_s=self.timeout_s, interval_s=0.05)
         children = [p["pid"] for p in procs.live_processes() if p["ppid"] == self.group.pgid]
         self.pidns = pid_namespace(children[0]) if children else None
+        self.x_server = self._find_x_server()
+
+    def _find_x_server(self) -> tuple[int, str]:
+        """(pid, start time) of this desktop's Xvfb; :class:`ProcessError` when it has none (it cannot work)."""
+        names = {p["pid"]: p["name"] for p in procs.live_processes()}
+        for pid in self.processes():
+            started = procs.start_time(pid)
+            if names.get(pid) == "Xvfb" and started is not None:
+                return pid, started
+        raise ProcessError(
+            f"desktop {self.state.name} answers but has no X server (Xvfb) among its processes"
+        )
 
     def _answers(self) -> bool:
         if not (self.channel / "server.sock").exists():
@@ -365,7 +380,10 @@ class Desktop:
         return time.monotonic() - t0
 
     def running(self) -> bool:
-        return self.group is not None and self.group.alive()
+        """Its process group and its X server are alive."""
+        if self.group is None or not self.group.alive() or self.x_server is None:
+            return False
+        return procs.is_running(*self.x_server)
 
     def healthy(self) -> bool:
         """Its processes run and its in-desktop server answers: whether a failure inside it can be ours."""

@@ -95,6 +95,9 @@ class OsworldEpisode:
         ) as exc:  # OSWorld's set-up raises anything; before the first action it is never the policy's
             self._fail(f"set-up failed: {exc}", EnvErrorKind.SETUP)
             return
+        if not self._desktop_healthy():
+            self._fail("the desktop broke during the set-up", EnvErrorKind.SETUP)
+            return
         self._observe(obs)  # our code: a bug here fails the stage through _wait
 
     def _wait(self) -> None:
@@ -104,6 +107,16 @@ class OsworldEpisode:
             ready.result()
         if self.fault is not None:
             raise self.fault
+
+    def _desktop_healthy(self) -> bool:
+        return self.desktop is not None and self.desktop.healthy()
+
+    def _check_desktop(self, when: str) -> None:
+        """Raise the episode's fault unless the desktop is healthy. Needed around every call to it: OSWorld's
+        controller answers a dead X server with retries, then empty screens and trees, not an exception (a
+        step would take ~15 s and the evaluation would score the broken desktop 0)."""
+        if not self._desktop_healthy():
+            raise self._fail(f"the desktop broke {when}", EnvErrorKind.DESKTOP)
 
     def _machinery(self, kind: EnvErrorKind) -> EnvErrorKind:
         """The kind of a failure: ``kind`` while the desktop is healthy, else what of it broke."""
@@ -170,12 +183,14 @@ class OsworldEpisode:
         self.history.append(action)
         if action in self._actions:
             code = observe.compile_action(action, self.elements)
+            self._check_desktop("before the step")
             try:
                 obs, _reward, _done, _info = self._denv.step(code, pause=self.env.step_pause_s)
             except RlaError:
                 raise
             except Exception as exc:  # the desktop (X server, in-desktop server) failed under the action
                 raise self._fail(f"step failed: {exc}", EnvErrorKind.DESKTOP_SERVER) from exc
+            self._check_desktop("during the step")
             self._observe(obs)
             note = ""
         else:
@@ -185,8 +200,9 @@ class OsworldEpisode:
         return StepResult(observation=note + self._observation, done=self.done, won=self.won)
 
     def _evaluate(self) -> None:
+        self._check_desktop("before the evaluation")
         try:
-            self.score = float(self._denv.evaluate())
+            score = float(self._denv.evaluate())
         except RlaError:
             raise
         except Exception as exc:
@@ -194,10 +210,13 @@ class OsworldEpisode:
             # its state reads the state the agent left (a file it deleted or never wrote): the policy's 0, as
             # OSWorld scores it; else a policy could escape -1 by breaking what the evaluator reads. On a
             # desktop that died or stopped answering, the evaluation measured nothing: ours.
-            if self.desktop is None or not self.desktop.healthy():
+            if not self._desktop_healthy():
                 raise self._fail(f"evaluation failed: {exc}", EnvErrorKind.DESKTOP_SERVER) from exc
             log.warning("OSWorld task %s: evaluation raised %r; scored 0", self.spec["id"], exc)
-            self.score = 0.0
+            score = 0.0
+        # Getters answer a desktop that broke under them with nothing (scored 0): that score measured nothing.
+        self._check_desktop("during the evaluation")
+        self.score = score
         self.done, self.won = True, self.score > 0
         self._observation = f"The episode is over: the evaluator scored {self.score:g}."
         self._actions = []
