@@ -1,6 +1,6 @@
 """Benchmark: policy and reward-model labels for ~1,000,000 agent steps with m = 3 judgments.
 
-Target (issue 2): ``policy_samples`` + ``reward_samples`` together in under 2 s on the 2-core
+Target: ``policy_samples`` + ``reward_samples`` together in under 2 s on the 2-core
 development machine. Run with::
 
     .venv/bin/python benchmarks/bench_labels.py [--tasks 20000] [--rollouts 8] [--repeat 3]

@@ -1,4 +1,4 @@
-"""Orchestration overhead of the staged loop (issue 6): iteration wall time minus the sum of stage compute.
+"""Orchestration overhead of the staged loop: iteration wall time minus the sum of stage compute.
 
 Usage:
     python benchmarks/bench_orchestration.py                 # runs `rla run` with the embedded default
@@ -9,7 +9,7 @@ commit of its last manifest; stage compute time is what each stage body took (``
 the manifest). The difference is Prefect task/flow bookkeeping, artifact commits and model loading
 outside the stage bodies. Target: overhead ≤ 5% of iteration time at the default size.
 
-Progress reporting (issue 16) is measured on the same run: the cost of one ``Counter.advance`` with an
+Progress reporting is measured on the same run: the cost of one ``Counter.advance`` with an
 active stage reporter and of one progress-record write (median of ``--repeats`` timings each), times
 the calls an iteration of the run made (one advance per rollout/evaluate turn and per judge call, one
 record per stage start, loop end and 3 s of stage time), over the iteration's wall time. Target < 2%.

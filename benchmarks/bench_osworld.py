@@ -8,7 +8,7 @@ until all answer), then each desktop, in its own thread, is driven by OSWorld's 
 operation: median and max seconds over all desktops and repeats, the idle resident memory per desktop
 (sum of its processes' RSS before any application), and processes left after the pool is closed.
 
-**Episodes per minute** (issue 30): the shipped OSWorld-format tasks (``data/gui/osworld``) played through
+**Episodes per minute**: the shipped OSWorld-format tasks (``data/gui/osworld``) played through
 :class:`~rla_core.envs.osworld.env.OsworldEnv` — reset with the task's set-up, observation (linearised tree,
 candidate actions, screenshot), the scripted solution chosen among the candidates (2 actions: a typed
 command, ``DONE``), ``evaluate()`` — with 1 and 2 desktops, one thread per desktop; ``--episodes`` per desktop.
@@ -108,7 +108,7 @@ def episodes_per_minute(n: int, episodes: int, runtime: Path) -> dict[str, Any]:
 
     from rla_core.envs.osworld.env import OsworldEnv
     from rla_core.envs.osworld.tasks import current_key, load_tasks, with_variant
-    from rla_core.settings import PROJECT_ROOT
+    from rla_core.settings.base import PROJECT_ROOT
 
     shipped = load_tasks(PROJECT_ROOT / "data" / "gui" / "osworld" / "all.json")
     variants = [with_variant(t, k, 1) for t in shipped for k in t["task_template"]]

@@ -1,6 +1,6 @@
 """Write and read 1,000,000 'rollouts' rows (256-char prompts and responses) through the ArtifactStore.
 
-Targets (issue 2): write < 5 s, read < 5 s on the 2-core dev machine. Also prints the file size and,
+Targets: write < 5 s, read < 5 s on the 2-core dev machine. Also prints the file size and,
 with ``--compare``, the same frame written with other Parquet codecs (why the store uses zstd-1).
 
     .venv/bin/python benchmarks/bench_parquet.py [--rows 1000000] [--compare] [--root DIR]

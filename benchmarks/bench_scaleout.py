@@ -1,6 +1,6 @@
-"""Scale-out of the env-bound ALFWorld rollout stage over Ray: 1 vs 2 workers (issue 27, target ≥ 1.6×).
+"""Scale-out of the env-bound ALFWorld rollout stage over Ray: 1 vs 2 workers (target ≥ 1.6×).
 
-Times the rollout stage's body (:func:`rla_core.cluster.play_episodes`, what ``tasks/rollout.py``
+Times the rollout stage's body (:func:`rla_core.dispatch.rollout`, what ``tasks/rollout.py``
 calls) on the ``alfworld`` preset's engine with the tiny policy: in this process (``cluster.backend=
 local``), then on an embedded Ray with 1 and with 2 workers (one CPU each). Every configuration must
 give the same frames (checked); the speed-up is Ray-1 wall / Ray-2 wall (both pay actor start-up).
@@ -33,10 +33,10 @@ from typing import Any
 import polars as pl
 
 from rla_core.algo.curriculum import PlayTask
-from rla_core.cluster import play_episodes
-from rla_core.cluster.ray_session import disconnect, run_shards
+from rla_core.cluster.ray_session import ShardRequest, disconnect, run_shards
 from rla_core.cluster.shards import episode_shards
-from rla_core.config import ClusterBackend, ClusterConfig, Setting, load_config
+from rla_core.config import ClusterBackend, ClusterConfig, Setting, TextGameEngine, load_config
+from rla_core.dispatch import rollout
 from rla_core.envs.alfworld.env import AlfworldEnv
 from rla_core.envs.demos import corpus_texts
 from rla_core.models.bootstrap import ensure_tiny_model
@@ -55,18 +55,20 @@ def _load() -> list[float]:
 
 
 def _timed_play(request: RolloutRequest, generator: GeneratorSpec) -> dict[str, Any]:
-    """One shard of the profile pass, as ``rla_core.cluster._play_here`` plays it (the adapter's own
+    """One shard of the profile pass, as ``rla_core.dispatch._play_here`` plays it (the adapter's own
     environment, :func:`run_rollouts`), with timers, in the actor: seconds to open the generator (model
     load) and to play; of playing, generation, the engine's steps (which include the expert labels'
     plan searches, also given apart) and the rest (opening the games, building the frame); and the
     process's CPU seconds while playing — below the wall seconds when the worker waited for a core."""
     from rla_core.envs.rollout import RolloutTimings, run_rollouts
-    from rla_core.settings.textgame import TextGameSetting
+    from rla_core.settings.textgame import ALFWORLD, TEXTWORLD
 
     t0 = time.perf_counter()
     with generator.open() as gen:
         t1 = time.perf_counter()
-        env = TextGameSetting().env(expect_section(request.env, TextGameEnv))
+        section = expect_section(request.env, TextGameEnv)
+        adapter = ALFWORLD if section.engine is TextGameEngine.ALFWORLD else TEXTWORLD
+        env = adapter.env(section)
         timings = RolloutTimings()
         cpu = time.process_time()
         frame = run_rollouts(request, env=env, generator=gen, timings=timings)
@@ -121,7 +123,7 @@ def main() -> None:
 
     def timed(cluster: ClusterConfig) -> tuple[float, pl.DataFrame]:
         start = time.perf_counter()
-        frames = play_episodes(request, setting=Setting.TEXTGAME, generator=generator, cluster=cluster)
+        frames = rollout(request, setting=Setting.TEXTGAME, generator=generator, cluster=cluster)
         return time.perf_counter() - start, frames["rollouts"]
 
     warm_s, reference = timed(local)  # generates and plans the games into the disk cache
@@ -136,12 +138,12 @@ def main() -> None:
     cluster = ClusterConfig(backend=ClusterBackend.RAY, workers=2, node_ip_address="127.0.0.1")
     start = time.perf_counter()
     shards = [(s, generator) for s in episode_shards(request, 2)]
-    profile = run_shards(cluster, _timed_play, shards, threads=1, what="profile shard")
+    profile = run_shards(cluster, _timed_play, shards, request=ShardRequest(threads=1), what="profile shard")
     profile_wall = time.perf_counter() - start
     local_profile = _timed_play(request, generator)
     disconnect()
     result = {
-        "what": "alfworld rollout stage body (play_episodes), tiny policy, threads=1",
+        "what": "alfworld rollout stage body (dispatch.rollout), tiny policy, threads=1",
         "tasks_file": args.tasks_file, "tasks": len(tasks), "rollouts_per_task": args.n,
         "max_steps": args.max_steps, "steps": reference.height,
         "wall_s": {k: round(v, 2) for k, v in walls.items()},

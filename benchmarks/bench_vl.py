@@ -1,4 +1,4 @@
-"""Generation tokens/s and update rows/s with vs without images on the tiny models (issue 31), CPU.
+"""Generation tokens/s and update rows/s with vs without images on the tiny models, CPU.
 
 Four arms, each on the same prompts and responses:
 

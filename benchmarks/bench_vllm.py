@@ -1,4 +1,4 @@
-"""vLLM backend: concurrent vs sequential requests, and the per-stage server start-up time (issue 11).
+"""vLLM backend: concurrent vs sequential requests, and the per-stage server start-up time.
 
 A per-stage server is started on a tiny policy exactly as a stage starts one (``VllmServer.start``), then
 64 prompts x 4 samples are sent once with one request in flight (the old behaviour) and once with up to

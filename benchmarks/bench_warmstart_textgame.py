@@ -24,11 +24,11 @@ import polars as pl
 import torch
 
 from rla_core.algo.curriculum import PlayTask
-from rla_core.config import load_config
+from rla_core.config import TextGameEngine, load_config
 from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy, judge_steps
 from rla_core.envs.rollout import RolloutTimings, run_rollouts
 from rla_core.models.generator import TransformersGenerator
-from rla_core.settings.textgame import TextGameSetting
+from rla_core.settings.textgame import ALFWORLD, TEXTWORLD
 from rla_core.settings.warm_start import warm_start_models
 from rla_core.stage_inputs import BootstrapInputs, RolloutInputs, RolloutRequest, SeedTasksInputs
 
@@ -48,7 +48,6 @@ def main() -> int:
     )
     args = parser.parse_args()
     torch.set_num_threads(2)
-    setting = TextGameSetting()
 
     with tempfile.TemporaryDirectory() as out:
         overrides = list(args.override)
@@ -56,6 +55,8 @@ def main() -> int:
             # warm_start_models caches tiny-model SFT by content hash: a fresh cache measures the real cost.
             overrides.append(f"models.cache_dir={Path(out) / 'models'}")
         cfg = load_config(preset=args.preset, overrides=overrides)
+        alfworld = cfg.textgame.engine is TextGameEngine.ALFWORLD
+        setting = ALFWORLD if alfworld else TEXTWORLD
         start = time.perf_counter()
         result = warm_start_models(
             BootstrapInputs.from_config(cfg), out_dir=Path(out) / "warm", seed=args.seed

@@ -1,4 +1,4 @@
-"""Properties of the long-horizon `bench-long` preset (issue 26; docs/bench-design.md §10).
+"""Properties of the long-horizon `bench-long` preset (docs/bench-design.md §10).
 
 Two modes, neither of which reads the held-out set:
 

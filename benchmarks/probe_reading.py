@@ -45,11 +45,11 @@ import rla_core.envs.demos as demos
 import rla_core.models.bootstrap as bootstrap
 from rla_core.algo.curriculum import PlayTask
 from rla_core.algo.parsing import fallback_action_index, parse_action_index
-from rla_core.config import load_config
+from rla_core.config import TextGameEngine, load_config
 from rla_core.envs.prompts import replace_action_list
 from rla_core.envs.rollout import run_rollouts
 from rla_core.models.generator import TransformersGenerator
-from rla_core.settings.textgame import TextGameSetting
+from rla_core.settings.textgame import ALFWORLD, TEXTWORLD
 from rla_core.stage_inputs import BootstrapInputs, RolloutInputs, RolloutRequest, SeedTasksInputs
 
 _ACTION_LINE = re.compile(r"^(\d+): (.*)$", re.M)
@@ -149,7 +149,8 @@ def main() -> None:
         parser.error("give exactly one of --checkpoint DIR and --warm-start")
     torch.set_num_threads(2)
     cfg = load_config(preset="bench", overrides=args.set)
-    setting = TextGameSetting()
+    alfworld = cfg.textgame.engine is TextGameEngine.ALFWORLD
+    setting = ALFWORLD if alfworld else TEXTWORLD
     with tempfile.TemporaryDirectory() as tmp:
         policy = args.checkpoint
         if args.warm_start:

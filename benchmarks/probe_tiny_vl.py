@@ -1,4 +1,4 @@
-"""Issue 31 feasibility probe: a tiny Qwen2-VL model built locally, scored by transformers and by CPU vLLM.
+"""Feasibility probe of image prompts: a tiny Qwen2-VL model built locally, scored by transformers and by CPU vLLM.
 
 1. Builds the tiny Qwen2-VL-class checkpoint into a cache in OUT_DIR with
    :func:`rla_core.models.bootstrap.ensure_tiny_vl_model` (random init; text head_dim 64 and vision
@@ -48,7 +48,7 @@ CORPUS = [PROMPT_TEXT, CONTINUATION, "click button 1", "type 7 into the box", "A
 IMAGE_SIZE = (224, 160)  # width, height: smart_resize makes it 224x168 -> 16x12 patches -> 48 image tokens
 # Probe-only: a sitecustomize for the vLLM server's PYTHONPATH that removes the two torchvision blockers
 # the plain attempt hits, to find out whether anything else stands in the way. Not a fix to ship.
-VLLM_SHIM = '''"""Probe-only shim (issue 31): lets the CPU vLLM build load Qwen2-VL without torchvision, to find the next blocker."""
+VLLM_SHIM = '''"""Probe-only shim: lets the CPU vLLM build load Qwen2-VL without torchvision, to find the next blocker."""
 import sys
 
 try:

@@ -1,4 +1,4 @@
-"""Issue 31 check: image prompts through the vLLM backend (``VllmServerGenerator``) vs the transformers one.
+"""Check of image prompts: image prompts through the vLLM backend (``VllmServerGenerator``) vs the transformers one.
 
 Builds the tiny VL checkpoint (``ensure_tiny_vl_model``), formats 3 image prompts (1 or 2 screenshots of
 different sizes) and 1 text prompt with the transformers backend, generates greedily with both backends

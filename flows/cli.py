@@ -1,4 +1,4 @@
-"""The ``rla`` command line (design §6): run, resume, status, inspect, eval, export, study, report.
+"""The ``rla`` command line (docs/operations.md): run, resume, status, inspect, eval, export, study, report.
 
 Errors print one line and exit non-zero; set ``RLA_DEBUG=1`` for the traceback. Heavy imports
 (Prefect, torch, MLflow) happen inside the commands, so ``rla --help`` and ``rla status`` stay fast.

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rla_core.config import Setting
-from rla_core.settings import eval_due
+from rla_core.settings.base import eval_due
 from rla_core.stage_inputs import StageName
 from rla_core.store import ArtifactStore
 from tasks.adapt import adapt

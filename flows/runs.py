@@ -1,4 +1,4 @@
-"""Run management behind the CLI: start, resume, force a stage, status, export (design §3, §6).
+"""Run management behind the CLI: start, resume, force a stage, status, export (docs/architecture.md#the-design-contract, docs/operations.md).
 
 Everything here is orchestration glue: which run, which config, which lock, which MLflow run. The
 algorithm lives in rla_core and the stages in tasks/.

@@ -52,7 +52,7 @@ class ProblemFormat(StrEnum):
 
 
 class RewriterKind(StrEnum):
-    """How environment tasks are rewritten (design §5 TaskRewriter)."""
+    """How environment tasks are rewritten (``TaskRewriter``, docs/architecture.md#cross-module-interfaces)."""
 
     PARAMETRIC = "parametric"
     LLM = "llm"
@@ -66,7 +66,7 @@ class InvalidAction(StrEnum):
 
 
 class TextGameEngine(StrEnum):
-    """Which engine plays the text-game setting's tasks (design §1: one setting, several engines)."""
+    """Which engine plays the text-game setting's tasks (docs/settings.md: one setting, several engines)."""
 
     TEXTWORLD = "textworld"
     ALFWORLD = "alfworld"
@@ -239,7 +239,7 @@ class RoleSizes(_Section):
 
 
 class ServingConfig(_Section):
-    """How a stage turns its input checkpoint into a generator (design §5).
+    """How a stage turns its input checkpoint into a generator (docs/architecture.md#cross-module-interfaces).
 
     With the vLLM backend every generating stage starts ``vllm serve`` on exactly its input checkpoint
     (served under the producing stage's content key and the role), generates, and stops the server when
@@ -297,14 +297,14 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     # and where the downloaded task files live (a missing file makes a task unavailable, never different).
     "gui.osworld.desktops",
     "gui.osworld.cache_dir",
-    # Where updates run (issue 12): same objective, row order and effective batch on every placement;
+    # Where updates run: same objective, row order and effective batch on every placement;
     # only float reduction order differs (2 CPU processes with one thread each match 1 bit for bit),
     # like tensor_parallel above. training.dtype is NOT here: bf16/fp16 autocast changes the numbers.
     "training.device",
     "training.processes",
     "training.strategy",
     "training.worker_timeout_s",
-    # Where generating stages run (issue 27): shards are cut from the canonical episode/step order and
+    # Where generating stages run: shards are cut from the canonical episode/step order and
     # every row is sampled from its own seeded stream, so the merged artifacts equal the local ones.
     "cluster",
 )
@@ -356,7 +356,7 @@ class ModelsConfig(_Section):
     )
     serving: ServingConfig = Field(
         default_factory=lambda: ServingConfig(),
-        description="How checkpoints generate: backend, per-stage vLLM servers, chat markup (design §5).",
+        description="How checkpoints generate: backend, per-stage vLLM servers, chat markup (docs/architecture.md#cross-module-interfaces).",
     )
     device: str = Field("auto", description="'auto', 'cpu' or 'cuda[:N]' for the transformers backend.")
     generation_batch_size: int = Field(32, ge=1, description="Prompts per transformers generate call.")
@@ -972,9 +972,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 # when read back, so runs started before an upgrade can still be resumed; a new config naming them fails.
 RETIRED_KEYS: tuple[str, ...] = (
     "training.keep_checkpoints",
-    "models.vllm_base_url",  # one shared server cannot serve each stage's own checkpoint (issue 11)
+    "models.vllm_base_url",  # one shared server cannot serve each stage's own checkpoint
     "models.vllm_tensor_parallel",  # now models.serving.tensor_parallel, per role
-    # Read by nothing: seed problems' GT tests run with each problem's own time limit (issue 25).
+    # Read by nothing: seed problems' GT tests run with each problem's own time limit.
     "coding.gt_time_limit_s",
 )
 # Keys that moved: a stored config's value is carried to the new place (unless that is set already).

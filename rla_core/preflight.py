@@ -98,7 +98,7 @@ def _task_files(cfg: RunConfig) -> list[Problem]:
 
 
 def _task_file(cfg: RunConfig, key: str, path: str, *, held_out: bool) -> list[Problem]:
-    from rla_core.settings import resolve_data_path
+    from rla_core.settings.base import resolve_data_path
 
     resolved = resolve_data_path(path)
     if not resolved.exists():
@@ -128,13 +128,14 @@ def _task_file(cfg: RunConfig, key: str, path: str, *, held_out: bool) -> list[P
 
 def _load_tasks(cfg: RunConfig, path: str, *, held_out: bool) -> list[Any]:
     """The tasks of a file as the seed (training) or evaluate (held-out) stage reads them."""
-    from rla_core.settings import adapter_for
+    from rla_core.settings import adapter_of
     from rla_core.stage_inputs import EvaluateInputs, SeedTasksInputs
 
-    adapter = adapter_for(cfg.setting)
     if held_out:
-        return adapter.eval_tasks(EvaluateInputs.from_config(cfg), path)
-    return adapter.seed_tasks(SeedTasksInputs.from_config(cfg))
+        evaluate = EvaluateInputs.from_config(cfg)
+        return adapter_of(evaluate).eval_tasks(evaluate, path)
+    seed = SeedTasksInputs.from_config(cfg)
+    return adapter_of(seed).seed_tasks(seed)
 
 
 def _osworld_tasks(cfg: RunConfig, key: str, path: Path) -> list[Problem]:

@@ -1,4 +1,4 @@
-"""Artifact schemas: every Parquet artifact's columns and dtypes, declared once (design §4).
+"""Artifact schemas: every Parquet artifact's columns and dtypes, declared once (docs/architecture.md#the-design-contract).
 
 Each schema carries a version. :func:`validate` checks a frame on write and on read and raises a
 :class:`~rla_core.errors.SchemaError` listing missing, extra and mistyped columns. Every column is
@@ -14,12 +14,33 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import polars as pl
 
 from rla_core.errors import SchemaError
 
 SCHEMA_VERSION = 1
+
+
+class ErrorKind(StrEnum):
+    """Why an execution did (not) pass; the ``error_kind`` column of 'executions'."""
+
+    OK = "ok"
+    WRONG_ANSWER = "wrong_answer"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    OUTPUT_LIMIT = "output_limit"
+    INVALID_TEST = "invalid_test"
+    INVALID_PROGRAM = "invalid_program"
+    # pid 1 of the sandbox reported no status: killed from inside (the program can do that) or from outside.
+    # It may be ours or the program's; it stays the program's failure, or a program could escape its -1.
+    NO_STATUS = "no_status"
+    # The sandbox died under the program: bwrap's monitor was killed by a signal nobody in the sandbox can
+    # send (not our wall-time kill). Ours: the run is replayed (``run_many(retries=)``), never the program's.
+    SANDBOX = "sandbox"
+
 
 # Instances (not classes) so the column maps are typed ``dict[str, pl.DataType]``; they compare equal to
 # the classes (``pl.String() == pl.String``).

@@ -1,4 +1,4 @@
-"""What each stage reads of the run configuration: one typed slice per stage (design §3 content keys).
+"""What each stage reads of the run configuration: one typed slice per stage (content keys: docs/architecture.md#the-design-contract).
 
 A stage's content key hashes its slice, and the stage body and the adapter methods it calls receive
 the slice, never the whole :class:`~rla_core.config.RunConfig`: reading a field the slice does not
@@ -228,6 +228,19 @@ class TrainModels(Slice):
     lora: LoraConfig
 
 
+class TextGameEngineChoice(Slice):
+    """Which engine plays the text games: the adapter (:func:`rla_core.settings.adapter_of`) of a stage
+    that opens no environment (judge, label)."""
+
+    engine: TextGameEngine
+
+
+class GuiEngineChoice(Slice):
+    """Which engine plays the GUI tasks (as :class:`TextGameEngineChoice`)."""
+
+    engine: GuiEngine
+
+
 class TextGameEnv(Slice):
     """What opening a text-game environment reads."""
 
@@ -448,6 +461,8 @@ class JudgeInputs(StageInputs):
     cluster: ClusterConfig
     judge: JudgeConfig
     models: JudgeModels
+    textgame: TextGameEngineChoice | None  # the engine picks the adapter
+    gui: GuiEngineChoice | None
 
 
 class WriteTestsInputs(StageInputs):
@@ -470,6 +485,8 @@ class LabelInputs(StageInputs):
     reward: RewardConfig
     judge: JudgeVotes
     adaptation: AdaptationConfig
+    textgame: TextGameEngineChoice | None  # the engine picks the adapter
+    gui: GuiEngineChoice | None
 
 
 class AdaptInputs(StageInputs):

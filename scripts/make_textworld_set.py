@@ -1,7 +1,7 @@
 """Write a TextWorld task set (JSONL of slot ids and game specs) drawn from a benchmark distribution.
 
 ``--distribution bench`` (default): small household games, 1-2 rooms, 3-5 objects, quests of 1-3 steps
-(2-3 when there are two rooms). ``--distribution bench-long`` (issue 26, docs/bench-design.md §10): quests
+(2-3 when there are two rooms). ``--distribution bench-long`` (docs/bench-design.md §10): quests
 of 3-5 steps (the engine's upper bound is 5) drawn 2:2:1 over 1-3 rooms with 3-4 objects. Specs are drawn
 with a seeded RNG, game seeds run from ``--first-seed`` on, and every game is compiled and checked to be won
 by its own walkthrough (unwinnable draws are skipped), so the same arguments always write the same file.

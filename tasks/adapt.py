@@ -6,11 +6,12 @@ import contextlib
 
 import polars as pl
 
+from rla_core import dispatch
 from rla_core.algo.curriculum import register_chosen, rewrite_targets
 from rla_core.algo.labels import task_accuracy
 from rla_core.algo.registry import TaskRegistry
-from rla_core.cluster import stage_generator
-from rla_core.settings import ProposalRequest, adapter_for
+from rla_core.settings import adapter_of
+from rla_core.settings.base import ProposalRequest
 from rla_core.stage_inputs import AdaptInputs, Role, StageName
 from tasks.stage import StageContext, StageRef, signal_frames, stage
 
@@ -41,7 +42,7 @@ def adapt(
     with contextlib.ExitStack() as stack:
         env_model = (
             stack.enter_context(
-                stage_generator(
+                dispatch.stage_generator(
                     ctx.generator_spec(models, Role.ENVIRONMENT, models=cfg.models, threads=cfg.threads),
                     cfg.cluster,
                 )
@@ -50,7 +51,7 @@ def adapt(
             else None
         )
         job = ProposalRequest(frames=frames, targets=targets, seed=ctx.seed, iteration=ctx.iteration)
-        proposals = adapter_for(cfg.setting).propose(cfg, job, env_model=env_model)
+        proposals = adapter_of(cfg).propose(cfg, job, env_model=env_model)
     registry, created = register_chosen(registry, proposals, iteration=ctx.iteration)
     ctx.writer.write_frame("proposals", proposals)
     ctx.writer.write_frame("tasks", registry.events)

@@ -1,4 +1,4 @@
-"""A stage's code version, derived from the code it really runs (design §3): never a hand-kept list.
+"""A stage's code version, derived from the code it really runs (docs/architecture.md#the-design-contract): never a hand-kept list.
 
 The code version of a task module is the sha256 of every project file it can execute or load:
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from rla_core import dispatch
 from rla_core.algo.curriculum import PlayTask
 from rla_core.algo.episodes import check_env_error_share
 from rla_core.algo.metrics import coding_eval_metrics, eval_metrics, eval_rows
-from rla_core.cluster import stage_generator
 from rla_core.config import Setting
 from rla_core.models.serving import served_name
-from rla_core.settings import adapter_for
+from rla_core.settings import adapter_of
 from rla_core.settings.coding import CodingSetting, coding_task
 from rla_core.stage_inputs import CodingUnitTests, EvaluateInputs, Role, RolloutRequest, StageName, need
 from tasks.stage import StageContext, StageRef, stage, stage_seed
@@ -56,10 +56,9 @@ def play_checkpoint(
     """Play the held-out tasks with a policy checkpoint.
 
     ``served_as``: the vLLM served name (a stage passes its input's content key + role)."""
-    from rla_core.cluster import play_episodes
     from rla_core.models.generator import GeneratorSpec
 
-    adapter = adapter_for(inputs.setting)
+    adapter = adapter_of(inputs)
     images = inputs.models.images.policy
     with contextlib.ExitStack() as stack:
         # A policy that sees its screens needs them while it plays; 'eval' records no prompt, so they go.
@@ -79,7 +78,9 @@ def play_checkpoint(
             name=served_as,
             threads=inputs.threads,
         )
-        frames = play_episodes(request, setting=inputs.setting, generator=generator, cluster=inputs.cluster)
+        frames = dispatch.rollout(
+            request, setting=inputs.setting, generator=generator, cluster=inputs.cluster
+        )
     share = inputs.rollout.max_env_error_share
     check_env_error_share(frames["rollouts"], max_share=share, where=f"evaluate, iteration {iteration}")
     return EvalPlay(request.tasks, frames)
@@ -116,7 +117,7 @@ def evaluate_unit_tests(
     writing = CodingUnitTests(
         unit_tests_per_task=section.unit_tests_per_task, unit_test_sampling=section.unit_test_sampling
     )
-    with stage_generator(reward_model, inputs.cluster) as generator:
+    with dispatch.stage_generator(reward_model, inputs.cluster) as generator:
         unit_tests = CodingSetting().write_tests(
             writing, tasks, generator=generator, seed=seed, iteration=iteration
         )

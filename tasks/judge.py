@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from rla_core import dispatch
 from rla_core.algo.episodes import played
 from rla_core.algo.metrics import judgment_metrics
-from rla_core.cluster import judge_rollouts
 from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy
-from rla_core.settings import adapter_for
+from rla_core.settings import adapter_of
 from rla_core.stage_inputs import JudgeInputs, Role, StageName
 from tasks.stage import StageContext, StageRef, stage
 
@@ -15,9 +15,9 @@ from tasks.stage import StageContext, StageRef, stage
 def judge(ctx: StageContext[JudgeInputs], *, rollouts: StageRef, reward_model: StageRef) -> dict[str, float]:
     """Write 'judgments': m parsed judgments per rollout step (unparsable → null score + reason)."""
     cfg = ctx.inputs
-    adapter = adapter_for(cfg.setting)
+    adapter = adapter_of(cfg)
     steps = played(ctx.read(rollouts, "rollouts"))  # env_error episodes are not judged (no outcome)
-    judgments = judge_rollouts(
+    judgments = dispatch.judge(
         steps, generator=ctx.generator_spec(reward_model, Role.REWARD, models=cfg.models, threads=cfg.threads),
         cluster=cfg.cluster, m=cfg.judge.m, sampling=cfg.judge.sampling, seed=ctx.seed, iteration=ctx.iteration,
         template=adapter.judge_template, strict=adapter.judge_strict,

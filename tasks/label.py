@@ -6,7 +6,7 @@ from rla_core.algo.curriculum import accepted_pending, decide_pending
 from rla_core.algo.labels import task_accuracy
 from rla_core.algo.metrics import band_share
 from rla_core.algo.registry import TaskRegistry
-from rla_core.settings import adapter_for
+from rla_core.settings import adapter_of
 from rla_core.stage_inputs import LabelInputs, StageName
 from tasks.stage import StageContext, StageRef, signal_frames, stage
 
@@ -30,7 +30,7 @@ def label(
     registry, decisions = decide_pending(
         TaskRegistry.from_events(ctx.read(tasks, "tasks")), acc, cfg=cfg.adaptation, iteration=ctx.iteration
     )
-    policy, reward, stats = adapter_for(cfg.setting).labels(cfg, frames, accepted=accepted_pending(decisions))
+    policy, reward, stats = adapter_of(cfg).labels(cfg, frames, accepted=accepted_pending(decisions))
     ctx.writer.write_frame("decisions", decisions)
     ctx.writer.write_frame("tasks", registry.events)
     ctx.writer.write_frame("policy_samples", policy)

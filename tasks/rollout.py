@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from rla_core import dispatch
 from rla_core.algo.curriculum import tasks_to_play
 from rla_core.algo.episodes import check_env_error_share
 from rla_core.algo.metrics import rollout_metrics
 from rla_core.algo.registry import TaskRegistry
-from rla_core.cluster import play_episodes
-from rla_core.settings import SIDE_FILES
+from rla_core.settings.base import SIDE_FILES
 from rla_core.stage_inputs import Role, RolloutInputs, RolloutRequest, StageName
 from tasks.stage import StageContext, StageRef, stage
 
@@ -26,7 +26,7 @@ def rollout(ctx: StageContext[RolloutInputs], *, tasks: StageRef, policy: StageR
         workdir=workdir, env_retries=cfg.rollout.env_retries,
     )  # fmt: skip
     generator = ctx.generator_spec(policy, Role.POLICY, models=cfg.models, threads=cfg.threads)
-    frames = play_episodes(request, setting=cfg.setting, generator=generator, cluster=cfg.cluster)
+    frames = dispatch.rollout(request, setting=cfg.setting, generator=generator, cluster=cfg.cluster)
     check_env_error_share(
         frames["rollouts"],
         max_share=cfg.rollout.max_env_error_share,

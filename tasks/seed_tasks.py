@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rla_core.algo.registry import TaskRegistry
-from rla_core.settings import adapter_for
+from rla_core.settings import adapter_of
 from rla_core.stage_inputs import SeedTasksInputs, StageName
 from tasks.stage import StageContext, stage
 
@@ -11,6 +11,6 @@ from tasks.stage import StageContext, stage
 @stage(StageName.SEED_TASKS, inputs=SeedTasksInputs, reads_file=lambda i: i.task_file())
 def seed_tasks(ctx: StageContext[SeedTasksInputs]) -> dict[str, float]:
     """Write the initial 'tasks' registry (one active version-0 task per slot)."""
-    registry = TaskRegistry.seed(adapter_for(ctx.inputs.setting).seed_tasks(ctx.inputs), iteration=0)
+    registry = TaskRegistry.seed(adapter_of(ctx.inputs).seed_tasks(ctx.inputs), iteration=0)
     ctx.writer.write_frame("tasks", registry.events)
     return {"env/slots": float(len(registry.slots()))}

@@ -1,4 +1,4 @@
-"""The stage machinery every task module uses (design §3): typed inputs, content keys, attempts, caching.
+"""The stage machinery every task module uses (docs/architecture.md#the-design-contract): typed inputs, content keys, attempts, caching.
 
 A stage is declared with :func:`stage`, naming the slice of the configuration it reads
 (:mod:`rla_core.stage_inputs`)::
@@ -24,7 +24,7 @@ pipeline is the flow.
 
 Prefect's result cache is machine-wide (every run on the machine shares it), so its cache key is the
 content key *plus the run's identity* — resolved artifact root and run id (:func:`prefect_cache_key`)
-— and a result it hands back is used only if it names this run's attempt in use (design §3): two runs
+— and a result it hands back is used only if it names this run's attempt in use (docs/architecture.md#the-design-contract): two runs
 with the same config and seed never see each other's stage references.
 """
 
@@ -46,7 +46,7 @@ import polars as pl
 
 from rla_core.config import ClusterConfig, RunConfig, TrainConfig, hash_jsonable
 from rla_core.errors import ArtifactError
-from rla_core.settings import SIDE_FILES, file_digest
+from rla_core.settings.base import SIDE_FILES, file_digest
 from rla_core.stage_inputs import GenerationModels, Role, StageInputs, StageName
 from rla_core.store import ArtifactStore, StageWriter
 from rla_core.store.atomic import publish_dir
@@ -227,8 +227,8 @@ def train_checkpoint(
 ) -> dict[str, float]:
     """One RL update of checkpoint ``role`` of stage ``base``; the result is written as checkpoint ``role``.
 
-    ``placement``: ``training.device/dtype/processes/strategy`` — in-process, `accelerate launch` workers
-    (issue 12), or with ``cluster.backend=ray`` Ray Train workers (issue 29), whose rank 0 writes the
+    ``placement``: ``training.device/dtype/processes/strategy`` — in-process, `accelerate launch` workers,
+    or with ``cluster.backend=ray`` Ray Train workers, whose rank 0 writes the
     checkpoint into a scratch directory every node sees; ``threads`` caps torch's CPU threads.
     ``screens``: the rollout stage whose screenshots the rows' ``images`` reference (vision-language
     rows; the update reads the same pixels generation saw).
@@ -273,7 +273,7 @@ def run_identity(run: RunContext) -> dict[str, Any]:
 
 
 def prefect_cache_key(run: RunContext, content_key: str) -> str:
-    """Prefect's cache key of a stage: the content key plus the run's identity (design §3)."""
+    """Prefect's cache key of a stage: the content key plus the run's identity (docs/architecture.md#the-design-contract)."""
     return hash_jsonable({"content_key": content_key, **run_identity(run)})
 
 
@@ -327,7 +327,7 @@ class Stage(Generic[InputsT]):
         return self.inputs_type.from_config(cfg)
 
     def key(self, run: RunContext, iteration: int, inputs: dict[str, StageRef]) -> str:
-        """The stage's content key (design §3)."""
+        """The stage's content key (docs/architecture.md#the-design-contract)."""
         sliced = self.slice(run.config)
         return hash_jsonable(
             {
@@ -376,7 +376,7 @@ class Stage(Generic[InputsT]):
     def _done_ref(
         self, run: RunContext, iteration: int, key: str, store: ArtifactStore | None = None
     ) -> StageRef | None:
-        """The attempt in use, if it has ``key`` and intact files (design §3 skip rule)."""
+        """The attempt in use, if it has ``key`` and intact files (the skip rule, docs/architecture.md#the-design-contract)."""
         store = store or run.store
         manifest = store.manifest(run.run_id, iteration, self.name)
         if manifest is None or manifest.stage_key != key or store.problems(manifest):

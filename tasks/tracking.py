@@ -1,4 +1,4 @@
-"""MLflow as the system of record for runs: one MLflow run per training run (design §3, house style 9).
+"""MLflow as the system of record for runs: one MLflow run per training run (docs/architecture.md#the-design-contract, house style 9).
 
 Metrics are numeric, namespaced (``policy/…``, ``reward_model/…``, ``env/…``, ``timing_s/<stage>``)
 and logged with ``step=iteration``. The MLflow run id is kept in the run's ``run.json`` extras so a

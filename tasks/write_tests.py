@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from rla_core.cluster import stage_generator
+from rla_core import dispatch
 from rla_core.config import Setting
 from rla_core.settings.coding import CodingSetting, coding_task
 from rla_core.stage_inputs import Role, StageName, WriteTestsInputs, need
@@ -21,7 +21,9 @@ def write_tests(
     specs = ctx.task_specs(played["task_id"].to_list(), tasks)
     coding = [coding_task(task_id, spec) for task_id, spec in specs.items()]
     spec = ctx.generator_spec(reward_model, Role.REWARD, models=cfg.models, threads=cfg.threads)
-    with stage_generator(spec, cfg.cluster) as generator:  # with cluster.backend=ray, tasks shard over actors
+    with dispatch.stage_generator(
+        spec, cfg.cluster
+    ) as generator:  # with cluster.backend=ray, tasks shard over actors
         unit_tests = CodingSetting().write_tests(
             need(cfg.coding, Setting.CODING),
             coding,

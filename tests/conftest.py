@@ -112,7 +112,7 @@ def _torch_threads_restored() -> Iterator[None]:
     """A test that changes torch's intra-op thread count (stages do: ``threads``) does not leak it.
 
     The thread count changes float reduction order, so a test's numbers must not depend on which tests
-    ran before it in the session (issue 23: a tolerance check failed only after such a test).
+    ran before it in the session (a tolerance check once failed only after such a test).
     """
     import sys
 

@@ -1,4 +1,4 @@
-"""Facts declared once (issue 25): one seed derivation, one stage-seed function."""
+"""Facts declared once: one seed derivation, one stage-seed function."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Importing the project changes no environment variable; entry points apply the defaults (issue 25)."""
+"""Importing the project changes no environment variable; entry points apply the defaults."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GPU check of the RL update (issue 12): the test preset's updates with fp32 master weights + bf16 autocast.
+"""GPU check of the RL update: the test preset's updates with fp32 master weights + bf16 autocast.
 
 Prepared for a machine with a CUDA GPU; it has NOT been run in this repository's CPU-only environment.
 It trains the test preset's tiny policy and reward model (config ``preset=test``: its ``training.policy``

@@ -1,4 +1,4 @@
-"""GPU check of image prompts through vLLM (issue 31): vLLM's log-probabilities of fixed continuations given
+"""GPU check of image prompts through vLLM: vLLM's log-probabilities of fixed continuations given
 fixed image prompts equal the trainer's (transformers, fp32) with the same tiny vision-language checkpoint.
 
 Prepared for a machine with a CUDA GPU and a GPU build of vLLM; it has NOT been run in this repository's

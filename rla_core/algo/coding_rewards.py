@@ -34,8 +34,7 @@ from rla_core.algo.episodes import EpisodeStatus, played
 from rla_core.algo.labels import band_expr, group_normalize, require_columns
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
-from rla_core.sandbox.runner import ErrorKind
-from rla_core.schemas import images_column, validate
+from rla_core.schemas import ErrorKind, images_column, validate
 
 GT = "gt"
 GENERATED = "generated"
@@ -78,7 +77,7 @@ def code_table(
     if not kinds <= {GT, GENERATED}:
         raise ArtifactError(
             f"{where}: executions.test_kind has values {sorted(kinds - {GT, GENERATED})}; "
-            f"only '{GT}' and '{GENERATED}' are defined (design §4)"
+            f"only '{GT}' and '{GENERATED}' are defined (docs/architecture.md#the-design-contract)"
         )
     pending = pl.col("pending").any() if "pending" in rollouts.columns else pl.lit(False)
     aggs = [pending.alias("pending")]
@@ -249,7 +248,7 @@ def coding_policy_samples(
     rows = (
         codes.join(kept, on="task_id", how="semi")
         .select("task_id", "rollout_id", reward="pass_ratio")
-        .sort("task_id", "rollout_id")  # the z-score's float sums run in row order: fix it (issue 10)
+        .sort("task_id", "rollout_id")  # the z-score's float sums run in row order: fix it
     )
     rows = group_normalize(
         rows, value="reward", by=["task_id"], step_col=None, eps=cfg.std_eps, keep_singleton_raw=False

@@ -11,7 +11,7 @@ Pure, vectorised polars functions (spec §2.1, §2.2): rollouts and judgments in
   zero-advantage rows are dropped.
 
 Unparsable judgments are null in ``judgments.score``. They count as 0 inside a mean taken over all
-``m`` judgments (design §4).
+``m`` judgments (docs/architecture.md#the-design-contract).
 
 Episodes whose environment failed (status ``env_error``, :mod:`rla_core.algo.episodes`) are dropped first
 by every function here: they are not the policy's, so they enter no accuracy, no group of the policy's
@@ -126,7 +126,7 @@ def task_accuracy(rollouts: pl.DataFrame) -> pl.DataFrame:
 
 
 def step_scores(rollouts: pl.DataFrame, judgments: pl.DataFrame, *, m: int) -> pl.DataFrame:
-    """Mean judge score per agent step, over all ``m`` judgments (spec §2.1, design §4).
+    """Mean judge score per agent step, over all ``m`` judgments (spec §2.1, docs/architecture.md#the-design-contract).
 
     Reads ``rollouts.task_id, rollout_id, step, outcome`` and ``judgments.task_id, rollout_id,
     step, judge_idx, score`` (+1 / -1 / null). Writes ``task_id, rollout_id, step, outcome,
@@ -424,7 +424,7 @@ def policy_samples(
         .with_columns(mean_score=pl.col("score_sum").fill_null(0.0) / m)
         .with_columns(reward=_integrated_expr(cfg).cast(pl.Float64))
         # Joins do not keep row order; the z-score's float sums below run in row order, so without a
-        # fixed order the advantages differed in the last bits between calls (issue 10).
+        # fixed order the advantages differed in the last bits between calls.
         .sort(_SID)
         .collect()
     )

@@ -1,4 +1,4 @@
-"""Per-iteration metrics and evaluation rows computed from artifacts (pure; design §4, issue 6 metrics list).
+"""Per-iteration metrics and evaluation rows computed from artifacts (pure; docs/architecture.md#the-design-contract).
 
 Every function reads documented artifact columns and returns plain floats keyed by MLflow metric
 names (``policy/…``, ``reward_model/…``, ``env/…``). A metric with no data is left out rather than

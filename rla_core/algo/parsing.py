@@ -3,7 +3,7 @@
 Every parser returns a :class:`Parsed` value: ``valid`` says whether the text had the expected
 shape, ``value`` holds the parsed value (``None`` when invalid) and ``reason`` says why it was
 rejected. Parsers never raise on malformed model output; the caller records the reason and applies
-the spec's fallback (spec §5, design §4: "an unparsable action is recorded ... never silent").
+the spec's fallback (spec §5, docs/architecture.md#the-design-contract: "an unparsable action is recorded ... never silent").
 
 Example:
     >>> parse_boxed_score(r"The step is fine. \\boxed{+1}").value

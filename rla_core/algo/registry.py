@@ -1,4 +1,4 @@
-"""The task registry: an append-only event table of task versions per slot (spec §3, design §4 'tasks').
+"""The task registry: an append-only event table of task versions per slot (spec §3; artifact 'tasks', docs/data-dictionary.md).
 
 A *slot* is one seed task's lineage. Its version 0 is the seed (the root, the anchor of every
 rewrite); each accepted rewrite becomes the slot's new active version and the old one is retired;

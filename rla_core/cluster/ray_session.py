@@ -8,9 +8,9 @@
   SIGKILLed the next connect reaps them; :func:`disconnect` (also at exit) shuts Ray down and removes
   the record.
 * **run** — :func:`run_shards` reserves one placement-group bundle per shard (:func:`shard_needs`:
-  ``cluster.cpus_per_worker``, ``resources``, and GPUs — a shard that serves role R with vLLM on GPUs
-  takes exactly ``models.serving.tensor_parallel.R``, read from the shards' ``GeneratorSpec``; others
-  ``gpus_per_worker``), all or none: a stage whose replicas cannot all be placed fails before any
+  ``cluster.cpus_per_worker``, ``resources``, and GPUs — a shard whose :class:`ShardRequest` says it
+  starts a vLLM server takes exactly that server's GPUs (its role's ``models.serving.tensor_parallel``);
+  others ``gpus_per_worker``), all or none: a stage whose replicas cannot all be placed fails before any
   starts (at once on an embedded Ray, which cannot grow; after ``cluster.start_timeout_s`` on an
   attached one, whose autoscaler may add nodes). It starts one actor per bundle (no restarts, no
   retries), asks each where it runs, calls ``fn(*payload)`` on it and returns the results in shard
@@ -32,8 +32,9 @@ import atexit
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from rla_core.config import ClusterConfig
 from rla_core.errors import ClusterError
@@ -45,9 +46,6 @@ from rla_core.procs import (
     start_time,
     write_pidfile,
 )
-
-if TYPE_CHECKING:
-    from rla_core.models.generator import GeneratorSpec
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -164,10 +162,10 @@ class _ShardWorker:
     def __init__(self, threads: int | None) -> None:
         if threads is None:
             return
-        from rla_core.models.generator import set_torch_threads
+        import torch
 
         os.environ["OMP_NUM_THREADS"] = str(threads)  # Ray sets 1 for its workers
-        set_torch_threads(threads)
+        torch.set_num_threads(threads)  # part of what a row computes on CPU (float reduction order)
 
     def where(self) -> dict[str, Any]:
         import ray
@@ -179,34 +177,43 @@ class _ShardWorker:
         return fn(*payload)
 
 
-def shard_needs(cfg: ClusterConfig, generator: GeneratorSpec | None) -> dict[str, float]:
+@dataclass(frozen=True)
+class ShardRequest:
+    """What each shard of one call asks of its actor, beyond ``cluster.cpus_per_worker`` and ``resources``.
+
+    ``threads``: torch's intra-op threads in the actor (None: the work runs no torch, and the actor never
+    imports it). ``role``: the model role a generating shard serves (None: it generates nothing), named
+    in the advice when a stage does not fit. ``vllm_gpus``: the GPUs of the vLLM server a shard starts
+    (its role's ``models.serving.tensor_parallel``), None when it starts none.
+
+    Example:
+        >>> shard_needs(ClusterConfig(gpus_per_worker=1), ShardRequest(threads=1, role="policy", vllm_gpus=4))
+        {'CPU': 1.0, 'GPU': 4.0}
+    """
+
+    threads: int | None = None
+    role: str | None = None
+    vllm_gpus: int | None = None
+
+
+def shard_needs(cfg: ClusterConfig, request: ShardRequest) -> dict[str, float]:
     """The Ray resources of one shard's actor (a placement-group bundle; zero amounts left out).
 
-    CPUs: ``cluster.cpus_per_worker``; custom: ``cluster.resources``; GPUs: a shard whose ``generator``
-    serves with vLLM on GPUs (``gpus_per_worker`` > 0) takes its role's tensor-parallel size (the
-    server's ``--tensor-parallel-size`` GPUs, which Ray hands it as CUDA_VISIBLE_DEVICES), any other
-    actor ``gpus_per_worker``.
+    CPUs: ``cluster.cpus_per_worker``; custom: ``cluster.resources``; GPUs: a shard that starts a vLLM
+    server on GPUs (``gpus_per_worker`` > 0) takes that server's ``request.vllm_gpus`` (its
+    ``--tensor-parallel-size``, which Ray hands it as CUDA_VISIBLE_DEVICES), any other actor
+    ``gpus_per_worker``.
     """
     gpus = cfg.gpus_per_worker
-    if generator is not None and gpus > 0 and generator.serves_with_vllm():
-        gpus = float(generator.tensor_parallel())
+    if request.vllm_gpus is not None and gpus > 0:
+        gpus = float(request.vllm_gpus)
     needs = {"CPU": cfg.cpus_per_worker, "GPU": gpus, **cfg.resources}
     return {name: float(amount) for name, amount in needs.items() if amount > 0}
 
 
-def stage_needs(cfg: ClusterConfig, generator: GeneratorSpec | None, shards: int) -> dict[str, float]:
+def stage_needs(cfg: ClusterConfig, request: ShardRequest, shards: int) -> dict[str, float]:
     """What a stage of ``shards`` shards reserves in all (its placement group's bundles summed)."""
-    return {name: amount * shards for name, amount in shard_needs(cfg, generator).items()}
-
-
-def _generator_of(payloads: Sequence[tuple[Any, ...]]) -> GeneratorSpec | None:
-    """The one :class:`GeneratorSpec` the shards' payloads carry (None: the work generates nothing)."""
-    from rla_core.models.generator import GeneratorSpec
-
-    specs = {arg for payload in payloads for arg in payload if isinstance(arg, GeneratorSpec)}
-    if len(specs) > 1:
-        raise ClusterError(f"the shards of one stage carry {len(specs)} different generators; expected one")
-    return next(iter(specs), None)
+    return {name: amount * shards for name, amount in shard_needs(cfg, request).items()}
 
 
 def run_shards(
@@ -214,14 +221,13 @@ def run_shards(
     fn: Callable[..., Any],
     payloads: Sequence[tuple[Any, ...]],
     *,
-    threads: int | None,
+    request: ShardRequest,
     what: str,
 ) -> list[Any]:
     """``fn(*payload)`` for every payload, each on its own actor; the results in payload order.
 
-    ``threads``: torch's thread count in each actor (None: the work runs no torch). ``what`` names the
-    work in errors (e.g. ``"rollout shard"``). The actors' resources come from :func:`shard_needs` of
-    the generator the payloads carry. Fails on the first shard that fails.
+    ``request``: what each actor asks for (:func:`shard_needs`) and its torch threads. ``what`` names the
+    work in errors (e.g. ``"rollout shard"``). Fails on the first shard that fails.
     """
     import ray
     from ray.exceptions import GetTimeoutError, RayError, RayTaskError
@@ -230,13 +236,12 @@ def run_shards(
 
     connect(cfg)
     total = len(payloads)
-    generator = _generator_of(payloads)
-    bundle = shard_needs(cfg, generator)
-    short = _shortfall(stage_needs(cfg, generator, total), ray.cluster_resources())
+    bundle = shard_needs(cfg, request)
+    short = _shortfall(stage_needs(cfg, request, total), ray.cluster_resources())
     if cfg.address is None and short:  # an embedded Ray never grows: it cannot fit them, say so now
         raise ClusterError(
             f"{total} {what}s need {_needs(bundle)} each, more than this machine's embedded Ray has "
-            f"({short}). {_fix(generator)}"
+            f"({short}). {_fix(request.role)}"
         )
     group = placement_group([bundle] * total, strategy="PACK")
     actors: list[Any] = []
@@ -247,7 +252,7 @@ def run_shards(
             raise ClusterError(
                 f"{total} {what}s could not all be placed within cluster.start_timeout_s={cfg.start_timeout_s}: "
                 f"each needs {_needs(bundle)}; the cluster has {ray.cluster_resources()} "
-                f"({ray.available_resources()} free). {_fix(generator)}"
+                f"({ray.available_resources()} free). {_fix(request.role)}"
             ) from None
         custom = {name: amount for name, amount in bundle.items() if name not in ("CPU", "GPU")}
         options: dict[str, Any] = {
@@ -262,7 +267,7 @@ def run_shards(
         actors = [
             actor_class.options(
                 scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
-            ).remote(threads)
+            ).remote(request.threads)
             for i in range(total)
         ]
         try:
@@ -313,7 +318,7 @@ def run_batches(
     from rla_core.cluster.shards import split_even
 
     batches = [([items[i] for i in part],) for part in split_even(len(items), cfg.workers)]
-    results = run_shards(cfg, fn, batches, threads=None, what=what)
+    results = run_shards(cfg, fn, batches, request=ShardRequest(), what=what)
     return [r for batch in results for r in batch]
 
 
@@ -330,10 +335,9 @@ def _shortfall(needs: dict[str, float], has: dict[str, float]) -> str:
     )
 
 
-def _fix(generator: GeneratorSpec | None) -> str:
-    if generator is None:
+def _fix(role: str | None) -> str:
+    if role is None:
         return "Add nodes, or lower cluster.workers or the per-worker resources"
-    role = generator.role
     return (
         f"Add nodes or GPUs, or lower cluster.replicas.{role} (null: cluster.workers), the per-worker "
         f"resources, or models.serving.tensor_parallel.{role} (the GPUs of one vLLM replica)"

@@ -1,4 +1,4 @@
-"""Warm-start demonstrations for the coding setting (design §5 "supervised fine-tuning for warm starts").
+"""Warm-start demonstrations for the coding setting (supervised fine-tuning for warm starts, docs/architecture.md#cross-module-interfaces).
 
 Tiny CPU models start knowing nothing; a short SFT on these rows puts some training problems inside
 the accuracy bands the loop learns from (spec §2.3 filter 0.2 <= acc <= 0.8).

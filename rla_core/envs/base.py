@@ -1,4 +1,4 @@
-"""The environment interfaces every setting's games implement (design §5, docs/architecture.md).
+"""The environment interfaces every setting's games implement (docs/architecture.md#cross-module-interfaces).
 
 Protocols only (no inheritance): an :class:`Environment` turns a task spec (a JSON-able dict) and a
 seed into an :class:`Episode`; an episode exposes the goal text, the current observation, the

@@ -81,7 +81,7 @@ def judge_row(step: DemoStep, *, template: str, screens: bool = False) -> dict[s
     return {"prompt": prompt, "images": shown, "response": judge_demo_response(step.action, good=step.good)}
 
 
-def _play(
+def play_demo(
     env: Environment,
     spec: dict[str, Any],
     *,
@@ -138,7 +138,7 @@ def _play(
 def policy_demos(
     env: Environment, specs: Sequence[dict[str, Any]], *, history_turns: int = 2, images: int = 0
 ) -> pl.DataFrame:
-    """Policy SFT rows (prompt, images, response) from each task's walkthrough (warm start, design §5
+    """Policy SFT rows (prompt, images, response) from each task's walkthrough (warm start, docs/architecture.md#cross-module-interfaces
     Trainer); ``images``: screens per prompt, as :func:`policy_row`."""
     rows: list[dict[str, Any]] = []
     for spec in specs:
@@ -148,7 +148,7 @@ def policy_demos(
             def choose(step: int, actions: list[str], _ep: Episode, plan: list[str] = plan) -> str | None:
                 return plan[step] if step < len(plan) else None
 
-            for step in _play(env, spec, choose=choose, max_steps=len(plan), history_turns=history_turns):
+            for step in play_demo(env, spec, choose=choose, max_steps=len(plan), history_turns=history_turns):
                 rows.append(policy_row(step, images=images))
     return pl.DataFrame(rows, schema=DEMO_COLUMNS)
 
@@ -191,7 +191,7 @@ def noisy_policy_demos(
                 good = [a for a in ep.expert_actions() if a in actions]
                 return rng.choice(actions) if rng.random() < noise or not good else rng.choice(good)
 
-            for step in _play(env, spec, choose=choose, max_steps=max_steps, history_turns=history_turns):
+            for step in play_demo(env, spec, choose=choose, max_steps=max_steps, history_turns=history_turns):
                 rows.append(policy_row(step, images=images))
     return pl.DataFrame(rows, schema=DEMO_COLUMNS)
 
@@ -314,7 +314,7 @@ def judge_demos(
                 return plan[step] if step < len(plan) else None
 
             trajectories.append(
-                _play(env, spec, choose=expert, max_steps=len(plan), history_turns=history_turns)
+                play_demo(env, spec, choose=expert, max_steps=len(plan), history_turns=history_turns)
             )
         for i in range(random_rollouts):
             rng = random.Random(derive_seed(seed, sorted(spec.items()), i))
@@ -323,7 +323,7 @@ def judge_demos(
                 return rng.choice(actions) if actions else None
 
             trajectories.append(
-                _play(env, spec, choose=pick, max_steps=max_steps, history_turns=history_turns)
+                play_demo(env, spec, choose=pick, max_steps=max_steps, history_turns=history_turns)
             )
         for trajectory in trajectories:
             rows.extend(judge_row(step, template=judge_template, screens=screens) for step in trajectory)

@@ -3,7 +3,7 @@
 For every failed rollout of a task: the judge's high-risk steps (indices where all m judgments are
 -1) and, when an environment model is configured, its <= 2-sentence failure summary written from the
 task, the numbered trajectory and those indices (prompt in spec §5). Without an environment model the
-feedback stays structured (design §5) and the parametric rewriter reads it.
+feedback stays structured (docs/architecture.md#cross-module-interfaces) and the parametric rewriter reads it.
 
 Example:
     >>> fb = critic_feedback(rollouts, judgments, max_steps=8)  # doctest: +SKIP

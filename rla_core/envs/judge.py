@@ -3,7 +3,7 @@
 Spec §1.2(b): every step of every rollout is judged m times; the judge sees the agent's prompt, its
 response and the next observation (prompt in spec §5) and reasons before a ``\\boxed{}`` score. Scores
 are parsed with the tolerant rule of :func:`rla_core.algo.parsing.parse_boxed_score`; an unparsable
-output is stored as a null score with its ``parse_error`` (design §4: never a fabricated 0 — the 0 of
+output is stored as a null score with its ``parse_error`` (docs/architecture.md#the-design-contract: never a fabricated 0 — the 0 of
 spec §2.1 is applied where rewards are computed).
 
 Seeds: step ``(task_id, rollout_id, step)`` is judged with ``derive_seed(seed, "judge", task_id,

@@ -1,4 +1,4 @@
-"""Task rewriters for TextWorld specs: parametric and LLM, one validation path (design §5, spec §3.2).
+"""Task rewriters for TextWorld specs: parametric and LLM, one validation path (docs/architecture.md#cross-module-interfaces, spec §3.2).
 
 A :class:`TaskRewriter` proposes k candidate specs for a :class:`RewriteRequest` (a task whose accuracy
 asked for a harder or easier variant). :func:`rewrite_tasks` checks EVERY candidate the same way and

@@ -26,7 +26,7 @@ a :class:`GenerationMode`:
   ~4x slower on CPU; kept as the plain reference that the joint mode is tested against.
 
 Either way the batched runner's rows equal playing each episode alone (``rollout_ids=[i]``) with the
-same seed (design §3 determinism).
+same seed (docs/architecture.md#determinism-scope).
 
 Example:
     >>> request = RolloutRequest(tasks=(PlayTask("t0", "s0", False, spec),), n=4, max_steps=8,

@@ -1,6 +1,6 @@
 """TextWorld text games: task specs, locally compiled games cached by spec hash, and episodes.
 
-A task spec is a dict of TextWorld game-generation parameters (design §1: we use TextWorld, the engine
+A task spec is a dict of TextWorld game-generation parameters (docs/settings.md: we use TextWorld, the engine
 ALFWorld is built on; spec §1.2 for the episode rules):
 
 =============  =======================================================  ==========

@@ -1,4 +1,4 @@
-"""Text generation backends behind one small Protocol (design §5 ``Generator``).
+"""Text generation backends behind one small Protocol (docs/architecture.md#cross-module-interfaces, ``Generator``).
 
 * :class:`TransformersGenerator` — in-process Hugging Face ``generate`` on CPU or GPU, batched with left
   padding, ``n`` samples per prompt, stop strings, per-prompt seeds.
@@ -11,7 +11,7 @@ under a name unique to it and stopped by :meth:`Generator.close`; ``auto`` — v
 vLLM interpreter exists and a CUDA GPU is visible, else transformers. A server that does not serve the
 requested name is an error naming both; nothing ever falls back to another model.
 
-Seeds (design §3 determinism): ``generate(prompts, ..., seeds=[s_0, s_1, ...])`` makes sample j of
+Seeds (docs/architecture.md#determinism-scope): ``generate(prompts, ..., seeds=[s_0, s_1, ...])`` makes sample j of
 prompt i a function of (prompt i, s_i, j) only — never of the other prompts in the call or of the
 micro-batch size — so a batched caller gets the same samples as one call per prompt. Without
 ``seeds``, prompt i uses ``s_i = seed + i`` (reproducible for the same prompt list).
@@ -60,6 +60,7 @@ from rla_core.models.multimodal import (
     Prompt,
     VisionProcessor,
     chat_content,
+    format_prompt_with,
     is_vision_language,
     load_vl_model,
     prompt_images,
@@ -402,12 +403,15 @@ class TransformersGenerator:
     def format_prompt(self, prompt: Prompt) -> Prompt:
         """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
         an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
-        if isinstance(prompt, ImagePrompt):
-            if self._vision is None:
-                require_vision_language(self.model_dir, what="format_prompt() prompts")
-            assert self._vision is not None
-            return self._vision.format(prompt, chat=self._chat_on)
-        return self._chat(prompt) if self._chat is not None else prompt
+        return format_prompt_with(
+            prompt, chat=self._chat, chat_on=self._chat_on, vision=self._vision_processor
+        )
+
+    def _vision_processor(self) -> VisionProcessor:
+        if self._vision is None:
+            require_vision_language(self.model_dir, what="format_prompt() prompts")
+        assert self._vision is not None
+        return self._vision
 
     def _generate_batch(
         self, prompts: list[Prompt], row_seeds: list[int], sampling: SamplingConfig
@@ -654,9 +658,9 @@ class VllmServerGenerator:
     def format_prompt(self, prompt: Prompt) -> Prompt:
         """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
         an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
-        if isinstance(prompt, ImagePrompt):
-            return self._vision_processor().format(prompt, chat=self._chat_on)
-        return self._chat(prompt) if self._chat is not None else prompt
+        return format_prompt_with(
+            prompt, chat=self._chat, chat_on=self._chat_on, vision=self._vision_processor
+        )
 
     def _vision_processor(self) -> VisionProcessor:
         if self._vision is None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -107,6 +107,17 @@ def prompt_images(prompt: Prompt) -> tuple[str, ...]:
 def prompt_text(prompt: Prompt) -> str:
     """The text of ``prompt``."""
     return prompt.text if isinstance(prompt, ImagePrompt) else prompt
+
+
+def format_prompt_with(
+    prompt: Prompt, *, chat: Callable[[str], str] | None, chat_on: bool, vision: Callable[[], VisionProcessor]
+) -> Prompt:
+    """What every generator's ``format_prompt`` does: a text prompt in the chat markup (``chat``, None when
+    it is off or the tokenizer has none); an :class:`ImagePrompt` with its image slots, in the markup when
+    ``chat_on``, by the processor ``vision()`` returns (each generator says how it gets one, or why not)."""
+    if isinstance(prompt, ImagePrompt):
+        return vision().format(prompt, chat=chat_on)
+    return chat(prompt) if chat is not None else prompt
 
 
 def is_vision_language(model_dir: Path) -> bool:
@@ -221,11 +232,17 @@ class VisionProcessor:
         self.merge = int(image_processor.merge_size) ** 2
 
     @classmethod
-    def from_pretrained(cls, model_dir: Path, *, tokenizer: Any = None) -> VisionProcessor:
-        """The processor of the checkpoint ``model_dir`` (``tokenizer``: one already loaded from it)."""
+    def from_pretrained(
+        cls, model_dir: Path, *, tokenizer: Any = None, what: str = "image prompts"
+    ) -> VisionProcessor:
+        """The processor of the checkpoint ``model_dir`` (``tokenizer``: one already loaded from it).
+
+        A text-only checkpoint is a :class:`ModelError` naming ``what`` carries the images
+        (:func:`require_vision_language`), so no caller has to check first."""
         from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
 
         model_dir = Path(model_dir)
+        require_vision_language(model_dir, what=what)
         if not (model_dir / "preprocessor_config.json").is_file():
             raise ModelError(
                 f"checkpoint {model_dir} has no preprocessor_config.json: a vision-language checkpoint needs "

@@ -20,7 +20,6 @@ from rla_core.errors import ModelError
 from rla_core.models.multimodal import (
     ImagePrompt,
     VisionProcessor,
-    require_vision_language,
 )
 
 
@@ -55,8 +54,7 @@ def vision_for(model_dir: Path, rows: pl.DataFrame, tokenizer: Any, *, what: str
     """The processor of ``model_dir`` when ``rows`` carry images (a text-only checkpoint: ModelError)."""
     if not any(row_images(rows)):
         return None
-    require_vision_language(model_dir, what=what)
-    return VisionProcessor.from_pretrained(model_dir, tokenizer=tokenizer)
+    return VisionProcessor.from_pretrained(model_dir, tokenizer=tokenizer, what=what)
 
 
 def prompt_token_ids(

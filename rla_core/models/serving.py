@@ -1,4 +1,4 @@
-"""Per-stage vLLM servers: every generating stage serves exactly its own input checkpoint (design §5).
+"""Per-stage vLLM servers: every generating stage serves exactly its own input checkpoint (docs/architecture.md#cross-module-interfaces).
 
 A stage that generates with the vLLM backend calls :meth:`VllmServer.start` on the checkpoint directory
 it was given. The server is vLLM's OpenAI-compatible API server, run with the interpreter of the

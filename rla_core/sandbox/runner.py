@@ -83,12 +83,12 @@ import uuid
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from enum import StrEnum
 from functools import partial
 from pathlib import Path
 
 from rla_core.config import ClusterBackend, ClusterConfig
 from rla_core.errors import SandboxError
+from rla_core.schemas import ErrorKind
 
 log = logging.getLogger(__name__)
 SANDBOX_USER = "rla-sandbox"
@@ -145,25 +145,6 @@ _SYSCALL_TABLES: dict[str, tuple[int, dict[str, int]]] = {
         "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
     }),
 }  # fmt: skip
-
-
-class ErrorKind(StrEnum):
-    """Why an execution did (not) pass; the ``error_kind`` column of 'executions'."""
-
-    OK = "ok"
-    WRONG_ANSWER = "wrong_answer"
-    RUNTIME_ERROR = "runtime_error"
-    TIMEOUT = "timeout"
-    MEMORY = "memory"
-    OUTPUT_LIMIT = "output_limit"
-    INVALID_TEST = "invalid_test"
-    INVALID_PROGRAM = "invalid_program"
-    # pid 1 of the sandbox reported no status: killed from inside (the program can do that) or from outside.
-    # It may be ours or the program's; it stays the program's failure, or a program could escape its -1.
-    NO_STATUS = "no_status"
-    # The sandbox died under the program: bwrap's monitor was killed by a signal nobody in the sandbox can
-    # send (not our wall-time kill). Ours: the run is replayed (``run_many(retries=)``), never the program's.
-    SANDBOX = "sandbox"
 
 
 @dataclass(frozen=True)

@@ -1,183 +1,91 @@
-"""Setting adapters: what differs between text games, coding and GUI control, behind one interface.
+"""The registry of setting adapters: one adapter per (setting, engine), each registered as what it is.
 
-Each stage in ``tasks/`` asks :func:`adapter_for` for its setting's adapter and calls the same
-methods; the adapters compose the environment, model and algorithm modules of rla_core. They do I/O
-(environments, sandbox, generation) but hold no reward or acceptance rules — those are in
-``rla_core.algo`` (outcomes and pass ratios of programs: ``coding_rewards.score_programs``; task
-accuracy, the same rule in every setting: ``labels.task_accuracy``).
+A stage asks :func:`adapter_of` (its slice's setting and the engine of that setting's section) or
+:func:`adapter_for` for the adapter, and calls the methods of
+:class:`~rla_core.settings.base.SettingAdapter`; nothing dispatches on the engine inside an adapter.
+
+Example:
+    >>> adapter_for(Setting.GUI, GuiEngine.OSWORLD).env_name
+    'osworld'
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
-import polars as pl
-
-from rla_core.config import RunConfig, Setting
-from rla_core.errors import ConfigError, EnvironmentSpecError
+from rla_core.config import GuiEngine, Setting, TextGameEngine
+from rla_core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from rla_core.algo.curriculum import PlayTask, RewriteTarget
-    from rla_core.models.generator import Generator
-    from rla_core.stage_inputs import (
-        AdaptInputs,
-        BootstrapInputs,
-        EvaluateInputs,
-        LabelInputs,
-        RolloutRequest,
-        SeedTasksInputs,
-    )
+    from rla_core.settings.base import SettingAdapter
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+Engine = TextGameEngine | GuiEngine
 
 
-def file_digest(path: str | Path) -> str:
-    """sha256 of a data file's bytes (part of the content key of stages that read it)."""
-    p = resolve_data_path(path)
-    return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else f"missing:{path}"
+def _textworld() -> SettingAdapter:
+    from rla_core.settings.textgame import TEXTWORLD
+
+    return TEXTWORLD
 
 
-def resolve_data_path(path: str | Path) -> Path:
-    """A data path from the config: as given if it exists (relative to the cwd), else relative to the project."""
-    p = Path(path)
-    if p.exists() or p.is_absolute():
-        return p
-    candidate = PROJECT_ROOT / p
-    return candidate if candidate.exists() else p
+def _alfworld() -> SettingAdapter:
+    from rla_core.settings.textgame import ALFWORLD
+
+    return ALFWORLD
 
 
-def read_jsonl(path: str | Path, *, what: str) -> list[dict[str, Any]]:
-    """Rows of a JSONL file; a specific error names the file and line of any bad row."""
-    return [row for _lineno, row in numbered_jsonl(path, what=what)]
+def _coding() -> SettingAdapter:
+    from rla_core.settings.coding import CodingSetting
+
+    return CodingSetting()
 
 
-def numbered_jsonl(path: str | Path, *, what: str) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, row) of every non-blank line of a JSONL file, as :func:`read_jsonl` checks them."""
-    p = resolve_data_path(path)
-    if not p.is_file():
-        raise ConfigError(f"{what} file '{path}' does not exist; set it in the config or pass --tasks")
-    rows: list[tuple[int, dict[str, Any]]] = []
-    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise EnvironmentSpecError(f"{what} file '{p}' line {lineno} is not JSON: {exc.msg}") from None
-        if not isinstance(row, dict):
-            raise EnvironmentSpecError(f"{what} file '{p}' line {lineno} is not a JSON object")
-        rows.append((lineno, row))
-    if not rows:
-        raise EnvironmentSpecError(f"{what} file '{p}' has no tasks")
-    return rows
+def _miniwob() -> SettingAdapter:
+    from rla_core.settings.gui import MiniWobSetting
+
+    return MiniWobSetting()
 
 
-def eval_due(cfg: RunConfig, iteration: int) -> bool:
-    """Evaluate every ``evaluation.every`` iterations and after the last one (the flow's schedule)."""
-    return iteration % cfg.evaluation.every == 0 or iteration == cfg.iterations
+def _osworld() -> SettingAdapter:
+    from rla_core.settings.osworld import OsworldSetting
+
+    return OsworldSetting()
 
 
-@dataclass(frozen=True)
-class WarmStartData:
-    """What the bootstrap stage needs: tokenizer corpus and SFT demonstrations for both models."""
-
-    corpus: list[str]
-    policy_rows: pl.DataFrame  # prompt, response
-    reward_rows: pl.DataFrame  # prompt, response
-
-
-@dataclass(frozen=True)
-class ProposalRequest:
-    """What the adapt stage asks a setting to rewrite: this step's frames and targets, seed, iteration.
-
-    ``frames``: rollouts plus the setting's reward-model signals (judgments, or unit tests and
-    executions); ``targets``: ``rla_core.algo.curriculum.rewrite_targets``.
-    """
-
-    frames: dict[str, pl.DataFrame]
-    targets: list[RewriteTarget]
-    seed: int
-    iteration: int
+# The coding setting has one engine (the sandbox): its key has none.
+ADAPTERS: dict[tuple[Setting, Engine | None], Callable[[], SettingAdapter]] = {
+    (Setting.TEXTGAME, TextGameEngine.TEXTWORLD): _textworld,
+    (Setting.TEXTGAME, TextGameEngine.ALFWORLD): _alfworld,
+    (Setting.CODING, None): _coding,
+    (Setting.GUI, GuiEngine.MINIWOB): _miniwob,
+    (Setting.GUI, GuiEngine.OSWORLD): _osworld,
+}
 
 
-class SettingAdapter(Protocol):
-    """The per-setting operations the stages call; each receives its stage's typed slice (or request)."""
-
-    env_name: str
-    judge_template: str  # prompt template of the step judge (rla_core/envs/templates)
-    judge_strict: bool  # OSWorld's strict score parsing instead of AlfWorld's tolerant one (spec §5)
-
-    def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]: ...
-
-    def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]: ...
-
-    def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
-        """Demonstrations and corpus; ``workdir`` holds their side files (screenshots) until the SFT ends."""
-        ...
-
-    def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
-        """Play the request's episodes; frames by artifact name (side files under ``request.workdir/files``)."""
-        ...
-
-    def labels(
-        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
-    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]: ...
-
-    def propose(
-        self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
-    ) -> pl.DataFrame:
-        """Rewrite candidates for every target, valid or not with the reason (artifact 'proposals')."""
-        ...
+def adapter_for(setting: Setting, engine: Engine | None) -> SettingAdapter:
+    """The adapter registered for ``setting`` played by ``engine`` (None for the coding setting)."""
+    make = ADAPTERS.get((setting, engine))
+    if make is None:
+        known = ", ".join(f"{s.value}/{e.value if e is not None else '-'}" for s, e in ADAPTERS)
+        raise ConfigError(
+            f"no adapter for setting {setting.value!r} with engine {engine!r}; registered: {known}"
+        )
+    return make()
 
 
-def adapter_for(setting: Setting) -> SettingAdapter:
-    """The adapter of a setting."""
-    if setting is Setting.TEXTGAME:
-        from rla_core.settings.textgame import TextGameSetting
-
-        return TextGameSetting()
-    if setting is Setting.CODING:
-        from rla_core.settings.coding import CodingSetting
-
-        return CodingSetting()
-    from rla_core.settings.gui import GuiSetting
-
-    return GuiSetting()
+def engine_of(section: object) -> Engine | None:
+    """The engine a setting's config section names (``textgame.engine``, ``gui.engine``); None for a
+    section without one (coding)."""
+    engine = getattr(section, "engine", None)
+    return engine if isinstance(engine, TextGameEngine | GuiEngine) else None
 
 
-# A stage's side files (``writer.put_dir(workdir / SIDE_FILES, SIDE_FILES)``), which GUI artifacts reference
-# relative to the stage: screenshots under SCREENSHOTS.
-SIDE_FILES = "files"
-SCREENSHOTS = Path(SIDE_FILES) / "screenshots"
+class _HasSetting(Protocol):
+    @property
+    def setting(self) -> Setting: ...
 
 
-def screenshot_dir(request: RolloutRequest) -> Path | None:
-    """Where a GUI rollout keeps each step's screenshot: under ``request.workdir`` when the rollout stage
-    keeps them (``gui.screenshots``) or the policy sees them (``models.images.policy``); else nowhere
-    (evaluation keeps none for a text policy)."""
-    from rla_core.stage_inputs import GuiRollout
-
-    keep = request.images > 0 or (isinstance(request.env, GuiRollout) and request.env.screenshots)
-    return request.workdir / SCREENSHOTS if request.workdir is not None and keep else None
-
-
-def demo_screens(inputs: BootstrapInputs, workdir: Path | None) -> Path | None:
-    """Where a GUI warm start keeps its demonstrations' screenshots: under ``workdir`` when a role sees
-    screens (``models.images``), so its demonstrations show them as its prompts will; else nowhere."""
-    return workdir / SCREENSHOTS if workdir is not None and inputs.models.images.any else None
-
-
-def relative_refs(rollouts: pl.DataFrame, workdir: Path | None) -> pl.DataFrame:
-    """GUI rollouts with ``observation_ref``, ``next_observation_ref`` and the prompts' ``images`` relative
-    to the stage's side-file folder (how the artifacts record screenshots)."""
-    if workdir is None:
-        return rollouts
-    prefix = str(workdir) + "/"
-    return rollouts.with_columns(
-        *(pl.col(c).str.strip_prefix(prefix) for c in ("observation_ref", "next_observation_ref")),
-        pl.col("images").list.eval(pl.element().str.strip_prefix(prefix)),
-    )
+def adapter_of(inputs: _HasSetting) -> SettingAdapter:
+    """The adapter of a stage's slice: its ``setting`` and the engine of that setting's section."""
+    return adapter_for(inputs.setting, engine_of(getattr(inputs, inputs.setting.value, None)))

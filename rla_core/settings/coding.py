@@ -25,7 +25,7 @@ from rla_core.algo.episodes import played
 from rla_core.config import ClusterConfig, Setting
 from rla_core.errors import EnvironmentSpecError
 from rla_core.schemas import empty_frame, get_schema
-from rla_core.settings import ProposalRequest, WarmStartData, resolve_data_path
+from rla_core.settings.base import ProposalRequest, WarmStartData, resolve_data_path
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
@@ -99,6 +99,7 @@ class CodingSetting:
     judge_template = "judge"
     judge_strict = False
     env_name = "coding"
+    one_generation_call = True  # every problem's programs in one generate call (see rollout)
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         problems = need(inputs.coding, Setting.CODING).problems
@@ -281,7 +282,7 @@ class CodingSetting:
         from rla_core.errors import ConfigError
 
         targets, frames, seed, iteration = job.targets, job.frames, job.seed, job.iteration
-        if not targets:  # no task needs rewriting: the stage opens no environment model (issue 10)
+        if not targets:  # no task needs rewriting: the stage opens no environment model
             return empty_frame("proposals")
         if env_model is None:
             raise ConfigError(

@@ -1,7 +1,7 @@
-"""The GUI setting: MiniWoB++ web tasks in headless Chromium, or OSWorld tasks on local desktops (spec §1.3, §3.3).
+"""The GUI setting's MiniWoB++ engine (``gui.engine: miniwob``, spec §1.3, §3.3): web tasks in headless Chromium.
 
-``gui.engine`` picks the engine; every method of :class:`GuiSetting` hands an ``osworld`` run to
-:class:`rla_core.settings.osworld.OsworldSetting` (same loop, stages and artifacts).
+OSWorld tasks on local desktops are the other GUI engine, registered as its own adapter
+(:class:`rla_core.settings.osworld.OsworldSetting`: same loop, stages and artifacts).
 
 Episodes reuse the text-game runner and judge: the observation is a compact list of the page's
 interactive elements and the admissible actions are concrete clicks and typings built from the DOM.
@@ -18,22 +18,22 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from rla_core.algo.curriculum import PlayTask
-from rla_core.config import GuiEngine, Setting
-from rla_core.settings import (
+from rla_core.config import Setting
+from rla_core.settings.base import (
     ProposalRequest,
     WarmStartData,
     demo_screens,
+    judged_labels,
     relative_refs,
     resolve_data_path,
+    rewrite_requests,
     screenshot_dir,
 )
-from rla_core.settings.textgame import TextGameSetting
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
     EvaluateInputs,
     GuiEnv,
-    LabelInputs,
     RolloutRequest,
     SeedTasksInputs,
     expect_section,
@@ -43,7 +43,6 @@ from rla_core.stage_inputs import (
 if TYPE_CHECKING:
     from rla_core.envs.miniwob.env import MiniWobEnv
     from rla_core.models.generator import Generator
-    from rla_core.settings.osworld import OsworldSetting
 
 
 def slot_id(spec: dict[str, Any]) -> str:
@@ -51,12 +50,13 @@ def slot_id(spec: dict[str, Any]) -> str:
     return f"{spec['task']}-s{spec['seed']}"
 
 
-class GuiSetting:
+class MiniWobSetting:
     """MiniWoB++ tasks; labels and judging as in the text games (step-wise judge, spec §2.1-2.2)."""
 
     judge_template = "gui_judge"
     judge_strict = True
     env_name = "miniwob"
+    one_generation_call = False
 
     @contextmanager
     def env(self, section: GuiEnv, *, screenshot_dir: Path | None = None) -> Iterator[MiniWobEnv]:
@@ -75,14 +75,10 @@ class GuiSetting:
         return load_specs(resolve_data_path(path), known_tasks=available_tasks(default_html_dir()))
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
-        if need(inputs.gui, Setting.GUI).engine is GuiEngine.OSWORLD:
-            return _osworld().seed_tasks(inputs)
         path = need(inputs.gui, Setting.GUI).tasks
         return [(slot_id(spec), self.env_name, spec) for spec in self._specs(path)]
 
     def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]:
-        if need(inputs.gui, Setting.GUI).engine is GuiEngine.OSWORLD:
-            return _osworld().eval_tasks(inputs, path)
         specs = self._specs(path or need(inputs.gui, Setting.GUI).eval_tasks)
         return [PlayTask(slot_id(s), slot_id(s), False, s) for s in specs]
 
@@ -90,8 +86,6 @@ class GuiSetting:
         from rla_core.envs.demos import corpus_texts, judge_demos, policy_warm_start_rows
 
         section = need(inputs.gui, Setting.GUI)
-        if section.engine is GuiEngine.OSWORLD:
-            return _osworld().warm_start(inputs, seed=seed, workdir=workdir)
         specs = self._specs(section.tasks)
         with self.env(section, screenshot_dir=demo_screens(inputs, workdir)) as env:
             turns = inputs.models.history_turns  # demos show the history the rollouts will show
@@ -110,8 +104,6 @@ class GuiSetting:
         from rla_core.envs.rollout import play_rollouts, run_rollouts
 
         section = expect_section(request.env, GuiEnv)
-        if section.engine is GuiEngine.OSWORLD:
-            return _osworld().rollout(request, generator=generator)
         workdir = request.workdir
         shots = screenshot_dir(request)
         with self.env(section, screenshot_dir=shots) as env:
@@ -119,32 +111,16 @@ class GuiSetting:
             frames = play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=generator))
         return {**frames, "rollouts": relative_refs(frames["rollouts"], workdir)}
 
-    def labels(
-        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
-    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
-        return TextGameSetting().labels(inputs, frames, accepted=accepted)
+    labels = staticmethod(judged_labels)  # step-judged labels, the same rule in every such setting
 
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
-        if need(inputs.gui, Setting.GUI).engine is GuiEngine.OSWORLD:
-            return _osworld().propose(inputs, job, env_model=env_model)
-        from rla_core.envs.feedback import critic_feedback
         from rla_core.envs.miniwob.rewriter import GuiRewriter, rewrite_gui_tasks
-        from rla_core.envs.rewriter import RewriteRequest
 
-        feedback = critic_feedback(
-            job.frames["rollouts"], job.frames["judgments"], max_steps=inputs.rollout.max_steps
-        )
-        requests = RewriteRequest.for_targets(job.targets, feedback)
+        requests = rewrite_requests(job, max_steps=inputs.rollout.max_steps)
         with self.env(need(inputs.gui, Setting.GUI)) as env:
             return rewrite_gui_tasks(
                 requests, rewriter=GuiRewriter(), env=env, known_tasks=env.known_tasks,
                 k=inputs.adaptation.candidates, iteration=job.iteration, seed=job.seed,
             )  # fmt: skip
-
-
-def _osworld() -> OsworldSetting:
-    from rla_core.settings.osworld import OsworldSetting
-
-    return OsworldSetting()

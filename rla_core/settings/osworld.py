@@ -1,6 +1,6 @@
 """The GUI setting's OSWorld engine (``gui.engine: osworld``, spec §1.3, §3.3): OSWorld tasks on local desktops.
 
-Same loop, stages and artifacts as MiniWoB++ (:mod:`rla_core.settings.gui` delegates here by engine): the
+Same loop, stages and artifacts as MiniWoB++ (:mod:`rla_core.settings.gui`, the other GUI engine): the
 step-wise OSWorld-style judge, the text-game labels, evaluation on the held-out task file. What differs:
 
 * tasks come from an OSWorld meta list or JSONL (:func:`rla_core.envs.osworld.tasks.load_tasks`); a task that
@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,12 +30,14 @@ import polars as pl
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import Setting
 from rla_core.errors import EnvironmentSpecError
-from rla_core.settings import (
+from rla_core.settings.base import (
     ProposalRequest,
     WarmStartData,
     demo_screens,
+    judged_labels,
     relative_refs,
     resolve_data_path,
+    rewrite_requests,
     screenshot_dir,
 )
 from rla_core.stage_inputs import (
@@ -43,7 +45,6 @@ from rla_core.stage_inputs import (
     BootstrapInputs,
     EvaluateInputs,
     GuiEnv,
-    LabelInputs,
     OsworldCache,
     RolloutRequest,
     SeedTasksInputs,
@@ -86,19 +87,32 @@ class OsworldSetting:
     judge_template = "gui_judge"
     judge_strict = True
     env_name = "osworld"
+    one_generation_call = False
+
+    @staticmethod
+    def opener(
+        section: GuiEnv, *, max_steps: int, screenshot_dir: Path | None = None
+    ) -> Callable[[], OsworldEnv]:
+        """What builds this section's desktop pool (opened by the caller: :meth:`env`, or the rewrites'
+        solution check, which opens one when it first needs it)."""
+        from rla_core.envs.osworld.env import OsworldEnv
+
+        osw = need(section.osworld, Setting.GUI)
+
+        def build() -> OsworldEnv:
+            return OsworldEnv(
+                desktops=osw.desktops or None, cache_dir=Path(osw.cache_dir), max_steps=max_steps,
+                a11y_max_tokens=osw.a11y_max_tokens, max_clicks=osw.max_clicks, step_pause_s=osw.step_pause_s,
+                screenshot_dir=screenshot_dir,
+            )  # fmt: skip
+
+        return build
 
     @contextmanager
     def env(
         self, section: GuiEnv, *, max_steps: int, screenshot_dir: Path | None = None
     ) -> Iterator[OsworldEnv]:
-        from rla_core.envs.osworld.env import OsworldEnv
-
-        osw = need(section.osworld, Setting.GUI)
-        with OsworldEnv(
-            desktops=osw.desktops or None, cache_dir=Path(osw.cache_dir), max_steps=max_steps,
-            a11y_max_tokens=osw.a11y_max_tokens, max_clicks=osw.max_clicks, step_pause_s=osw.step_pause_s,
-            screenshot_dir=screenshot_dir,
-        ) as env:  # fmt: skip
+        with self.opener(section, max_steps=max_steps, screenshot_dir=screenshot_dir)() as env:
             yield env
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
@@ -112,8 +126,9 @@ class OsworldSetting:
         return [PlayTask(t["id"], t["id"], False, t) for t in tasks]
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
-        from rla_core.envs.demos import DEMO_COLUMNS, DemoStep, _play, judge_row, policy_row
+        from rla_core.envs.demos import DEMO_COLUMNS, DemoStep, judge_row, play_demo, policy_row
         from rla_core.envs.prompts import template_texts
+        from rla_core.envs.rollout import derive_seed
 
         section = need(inputs.gui, Setting.GUI)
         specs = [spec for _slot, _env, spec in self.seed_tasks(inputs.seed_sources())]
@@ -132,15 +147,18 @@ class OsworldSetting:
                         return plan[step] if step < len(plan) else None
 
                     out.append(
-                        (_play(env, spec, choose=expert, max_steps=len(plan), history_turns=turns), True)
+                        (play_demo(env, spec, choose=expert, max_steps=len(plan), history_turns=turns), True)
                     )
-                rng = random.Random(seed * 1_000_003 + i)
+                rng = random.Random(derive_seed(seed, spec["id"], "random-demo"))
 
                 def pick(step: int, actions: list[str], _ep: Any) -> str | None:
                     return rng.choice(actions) if actions else None
 
                 out.append(
-                    (_play(env, spec, choose=pick, max_steps=RANDOM_DEMO_STEPS, history_turns=turns), False)
+                    (
+                        play_demo(env, spec, choose=pick, max_steps=RANDOM_DEMO_STEPS, history_turns=turns),
+                        False,
+                    )
                 )
                 return out
 
@@ -181,36 +199,18 @@ class OsworldSetting:
         out = {name: pl.concat(parts, how="vertical") for name, parts in frames.items()}
         return {**out, "rollouts": relative_refs(out["rollouts"], workdir)}
 
-    def labels(
-        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
-    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
-        from rla_core.settings.textgame import TextGameSetting
-
-        return TextGameSetting().labels(inputs, frames, accepted=accepted)
+    labels = staticmethod(judged_labels)  # step-judged labels, the same rule in every such setting
 
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
-        from rla_core.envs.feedback import critic_feedback
         from rla_core.envs.osworld.rewriter import OsworldRewriter, SolutionCheck, check_osworld_candidate
-        from rla_core.envs.rewriter import RewriteRequest, rewrite_tasks
+        from rla_core.envs.rewriter import rewrite_tasks
 
-        feedback = critic_feedback(
-            job.frames["rollouts"], job.frames["judgments"], max_steps=inputs.rollout.max_steps
+        requests = rewrite_requests(job, max_steps=inputs.rollout.max_steps)
+        validator = SolutionCheck(
+            self.opener(need(inputs.gui, Setting.GUI), max_steps=inputs.rollout.max_steps)
         )
-        requests = RewriteRequest.for_targets(job.targets, feedback)
-        section = need(inputs.gui, Setting.GUI)
-
-        def open_env() -> OsworldEnv:
-            from rla_core.envs.osworld.env import OsworldEnv
-
-            osw = need(section.osworld, Setting.GUI)
-            return OsworldEnv(
-                desktops=osw.desktops or None, cache_dir=Path(osw.cache_dir), max_steps=inputs.rollout.max_steps,
-                a11y_max_tokens=osw.a11y_max_tokens, max_clicks=osw.max_clicks, step_pause_s=osw.step_pause_s,
-            )  # fmt: skip
-
-        validator = SolutionCheck(open_env)
         try:
             return rewrite_tasks(
                 requests, rewriter=OsworldRewriter(), env=validator, k=inputs.adaptation.candidates,

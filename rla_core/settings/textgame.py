@@ -1,29 +1,36 @@
-"""The text-game setting: spec §1.2, §2.1-2.2, §3.2; one setting, two engines (design §1).
+"""The text-game setting: spec §1.2, §2.1-2.2, §3.2; one setting, two engines (docs/settings.md).
 
-``textgame.engine`` picks the engine: generated TextWorld games (``textworld``) or ALFWorld-style
-household games of the ALFRED domain played through TextWorld's PDDL engine (``alfworld``,
-:mod:`rla_core.envs.alfworld`). Both are :class:`~rla_core.envs.base.Environment` s, so rollouts,
-judging, labels and warm start are the same code; only the rewriters differ (ALFWorld: the paper's
-two-token rewrite with an environment model, else the parametric extension).
+``textgame.engine`` picks the adapter: :data:`TEXTWORLD` (generated TextWorld games) or :data:`ALFWORLD`
+(ALFWorld-style household games of the ALFRED domain played through TextWorld's PDDL engine,
+:mod:`rla_core.envs.alfworld`). Both engines are :class:`~rla_core.envs.base.Environment` s, so rollouts,
+judging, labels and warm start are the same :class:`TextGameSetting` code; each engine brings only its
+environment and its rewrites (ALFWorld: the paper's two-token rewrite with an environment model, else
+the parametric extension).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import polars as pl
 
 from rla_core.algo.curriculum import PlayTask
-from rla_core.algo.labels import policy_samples, reward_samples
-from rla_core.config import Setting, TextGameEngine
+from rla_core.config import RewriterKind, Setting
 from rla_core.errors import EnvironmentSpecError
-from rla_core.settings import ProposalRequest, WarmStartData, numbered_jsonl
+from rla_core.settings.base import (
+    ProposalRequest,
+    WarmStartData,
+    judged_labels,
+    numbered_jsonl,
+    rewrite_requests,
+)
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
     EvaluateInputs,
-    LabelInputs,
     RolloutRequest,
     SeedTasksInputs,
     TextGameEnv,
@@ -33,6 +40,7 @@ from rla_core.stage_inputs import (
 
 if TYPE_CHECKING:
     from rla_core.envs.alfworld.env import AlfworldEnv
+    from rla_core.envs.rewriter import RewriteRequest
     from rla_core.envs.textworld_env import TextWorldEnv
     from rla_core.models.generator import Generator
 
@@ -58,122 +66,151 @@ def _spec_rows(
     return out
 
 
-class TextGameSetting:
-    """TextWorld games: multi-turn episodes, step judgments by the reward model."""
+def _seed_tasks(
+    env: TextWorldEnv | AlfworldEnv, inputs: SeedTasksInputs
+) -> list[tuple[str, str, dict[str, Any]]]:
+    rows = _spec_rows(need(inputs.textgame, Setting.TEXTGAME).tasks, what="training task", env=env)
+    return [(slot, env.name, spec) for slot, spec in rows]
 
-    judge_template = "judge"
-    judge_strict = False
-    env_name = "textworld"  # the default engine; seed_tasks records the configured engine's own name
 
-    def env(self, section: TextGameEnv) -> TextWorldEnv | AlfworldEnv:
-        """The configured engine's environment (``textgame.engine``, games cached in ``game_cache_dir``)."""
-        if section.engine is TextGameEngine.ALFWORLD:
-            from rla_core.envs.alfworld.env import AlfworldEnv
+def _eval_tasks(
+    env: TextWorldEnv | AlfworldEnv, inputs: EvaluateInputs, path: str | Path | None
+) -> list[PlayTask]:
+    section = need(inputs.textgame, Setting.TEXTGAME)
+    rows = _spec_rows(path or section.eval_tasks, what="evaluation task", env=env)
+    return [PlayTask(slot, slot, False, spec) for slot, spec in rows]
 
-            return AlfworldEnv(Path(section.game_cache_dir) / "alfworld")
-        from rla_core.envs.textworld_env import TextWorldEnv
 
-        return TextWorldEnv(Path(section.game_cache_dir))
+def _warm_start(env: TextWorldEnv | AlfworldEnv, inputs: BootstrapInputs, *, seed: int) -> WarmStartData:
+    from rla_core.envs.demos import corpus_texts, judge_demos, policy_warm_start_rows
+
+    specs = [spec for _slot, _env, spec in _seed_tasks(env, inputs.seed_sources())]
+    turns = inputs.models.history_turns  # demos show the history the rollouts will show
+    return WarmStartData(
+        corpus=corpus_texts(env, specs, seed=seed, history_turns=turns),
+        policy_rows=policy_warm_start_rows(inputs, env, specs, seed=seed),
+        reward_rows=judge_demos(env, specs, seed=seed, history_turns=turns),
+    )
+
+
+def _rollout(
+    env: TextWorldEnv | AlfworldEnv, request: RolloutRequest, generator: Generator
+) -> dict[str, pl.DataFrame]:
+    from rla_core.envs.rollout import play_rollouts, run_rollouts
+
+    # Text observations: no side files. In-process engines raise only on our bugs (the stage fails); an
+    # episode of a broken game that offers no action is the one env_error they can record.
+    return play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=generator))
+
+
+def _env_model(inputs: AdaptInputs, env_model: Generator | None) -> Generator | None:
+    """The environment model when it rewrites (``adaptation.rewriter=llm``), else None."""
+    return env_model if inputs.adaptation.rewriter is RewriterKind.LLM else None
+
+
+E = TypeVar("E", bound="TextWorldEnv | AlfworldEnv")
+
+
+@dataclass
+class TextGameSetting(Generic[E]):
+    """A text-game engine's adapter: multi-turn episodes, step judgments by the reward model.
+
+    ``open_env``: the engine's environment for a ``textgame`` section; ``rewrite``: the engine's rewrites
+    of the targets' requests (``inputs``, ``job``, requests, the environment model when it rewrites, the
+    environment) as the 'proposals' frame.
+    """
+
+    env_name: str
+    open_env: Callable[[TextGameEnv], E]
+    rewrite: Callable[[AdaptInputs, ProposalRequest, list[RewriteRequest], Generator | None, E], pl.DataFrame]
+    judge_template: str = "judge"
+    judge_strict: bool = False
+    one_generation_call: bool = False
+
+    def env(self, section: TextGameEnv) -> E:
+        return self.open_env(section)
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
-        section = need(inputs.textgame, Setting.TEXTGAME)
-        env = self.env(section)
-        rows = _spec_rows(section.tasks, what="training task", env=env)
-        return [(slot, env.name, spec) for slot, spec in rows]
+        return _seed_tasks(self.env(need(inputs.textgame, Setting.TEXTGAME)), inputs)
 
     def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]:
-        section = need(inputs.textgame, Setting.TEXTGAME)
-        rows = _spec_rows(path or section.eval_tasks, what="evaluation task", env=self.env(section))
-        return [PlayTask(slot, slot, False, spec) for slot, spec in rows]
+        return _eval_tasks(self.env(need(inputs.textgame, Setting.TEXTGAME)), inputs, path)
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
-        from rla_core.envs.demos import corpus_texts, judge_demos, policy_warm_start_rows
-
-        env = self.env(need(inputs.textgame, Setting.TEXTGAME))
-        specs = [spec for _slot, _env, spec in self.seed_tasks(inputs.seed_sources())]
-        turns = inputs.models.history_turns  # demos show the history the rollouts will show
-        return WarmStartData(
-            corpus=corpus_texts(env, specs, seed=seed, history_turns=turns),
-            policy_rows=policy_warm_start_rows(inputs, env, specs, seed=seed),
-            reward_rows=judge_demos(env, specs, seed=seed, history_turns=turns),
-        )
+        return _warm_start(self.env(need(inputs.textgame, Setting.TEXTGAME)), inputs, seed=seed)
 
     def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
-        from rla_core.envs.rollout import play_rollouts, run_rollouts
+        return _rollout(self.env(expect_section(request.env, TextGameEnv)), request, generator)
 
-        env = self.env(expect_section(request.env, TextGameEnv))  # text observations: no side files
-        # In-process engines raise only on our bugs (the stage fails); an episode of a broken game that
-        # offers no action is the one env_error they can record.
-        return play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=generator))
-
-    def labels(
-        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
-    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
-        rollouts, judgments = frames["rollouts"], frames["judgments"]
-        policy, p_stats = policy_samples(
-            rollouts, judgments, cfg=inputs.reward, m=inputs.judge.m, accepted_pending=accepted
-        )
-        reward, r_stats = reward_samples(
-            rollouts, judgments, cfg=inputs.reward, m=inputs.judge.m, accepted_pending=accepted
-        )
-        stats = {f"policy/{k}": float(v) for k, v in p_stats.items()}
-        stats |= {f"reward_model/{k}": float(v) for k, v in r_stats.items()}
-        return policy, reward, stats
+    labels = staticmethod(judged_labels)  # step-judged labels, the same rule in every such setting
 
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
-        """Critic feedback, then the rewrites. With ``env_model``: its failure summaries in one generate call
-        and, with ``adaptation.rewriter=llm``, every target's attempts in one more
-        (:class:`~rla_core.envs.rewriter.ModelRewriter`); each shards over a Ray cluster when ``env_model``
-        is a :class:`~rla_core.cluster.ShardedGenerator`."""
-        from rla_core.config import RewriterKind
-        from rla_core.envs.feedback import critic_feedback
-        from rla_core.envs.rewriter import (
-            LlmRewriter,
-            ParametricRewriter,
-            RewriteRequest,
-            TaskRewriter,
-            rewrite_tasks,
+        """Critic feedback, then the engine's rewrites. With ``env_model``: its failure summaries in one
+        generate call and, with ``adaptation.rewriter=llm``, every target's attempts in one more; each
+        shards over a Ray cluster when ``env_model`` is a :class:`~rla_core.dispatch.ShardedGenerator`."""
+        requests = rewrite_requests(
+            job, max_steps=inputs.rollout.max_steps, summarizer=env_model, sampling=inputs.adaptation.sampling
         )
-
-        seed, iteration = job.seed, job.iteration
-        feedback = critic_feedback(
-            job.frames["rollouts"],
-            job.frames["judgments"],
-            max_steps=inputs.rollout.max_steps,
-            summarizer=env_model,
-            sampling=inputs.adaptation.sampling if env_model is not None else None,
-            seed=seed,
-        )
-        requests = RewriteRequest.for_targets(job.targets, feedback)
         env = self.env(need(inputs.textgame, Setting.TEXTGAME))
-        use_llm = inputs.adaptation.rewriter is RewriterKind.LLM and env_model is not None
-        rewriter: TaskRewriter
-        if need(inputs.textgame, Setting.TEXTGAME).engine is TextGameEngine.ALFWORLD:
-            from rla_core.envs.alfworld import rewriter as alfw
+        return self.rewrite(inputs, job, requests, _env_model(inputs, env_model), env)
 
-            alfworld = cast("AlfworldEnv", env)
-            if use_llm and env_model is not None:
-                rewriter = alfw.TwoTokenRewriter(env_model, env=alfworld, sampling=inputs.adaptation.sampling)
 
-                def check(spec: dict[str, Any], request: RewriteRequest) -> str | None:
-                    return alfw.check_two_token(alfworld, spec, request)
-            else:
-                rewriter, check = alfw.ParametricRewriter(), alfw.check_parametric
-            return rewrite_tasks(
-                requests, rewriter=rewriter, env=alfworld, k=inputs.adaptation.candidates, seed=seed,
-                iteration=iteration, check=check,
-            )  # fmt: skip
-        if use_llm and env_model is not None:
-            rewriter = LlmRewriter(env_model, sampling=inputs.adaptation.sampling)
-        else:
-            rewriter = ParametricRewriter()
-        return rewrite_tasks(
-            requests,
-            rewriter=rewriter,
-            env=env,
-            k=inputs.adaptation.candidates,
-            seed=seed,
-            iteration=iteration,
-        )
+def _textworld_env(section: TextGameEnv) -> TextWorldEnv:
+    """TextWorld games cached in ``textgame.game_cache_dir``."""
+    from rla_core.envs.textworld_env import TextWorldEnv
+
+    return TextWorldEnv(Path(section.game_cache_dir))
+
+
+def _textworld_rewrites(
+    inputs: AdaptInputs, job: ProposalRequest, requests: list[RewriteRequest], writer: Generator | None,
+    env: TextWorldEnv,
+) -> pl.DataFrame:  # fmt: skip
+    """The environment model's rewrites (:class:`~rla_core.envs.rewriter.LlmRewriter`), else the parametric ones."""
+    from rla_core.envs.rewriter import LlmRewriter, ParametricRewriter, TaskRewriter, rewrite_tasks
+
+    rewriter: TaskRewriter = (
+        LlmRewriter(writer, sampling=inputs.adaptation.sampling)
+        if writer is not None
+        else ParametricRewriter()
+    )
+    return rewrite_tasks(
+        requests, rewriter=rewriter, env=env, k=inputs.adaptation.candidates, seed=job.seed,
+        iteration=job.iteration,
+    )  # fmt: skip
+
+
+def _alfworld_env(section: TextGameEnv) -> AlfworldEnv:
+    """ALFWorld games cached in ``textgame.game_cache_dir/alfworld``."""
+    from rla_core.envs.alfworld.env import AlfworldEnv
+
+    return AlfworldEnv(Path(section.game_cache_dir) / "alfworld")
+
+
+def _alfworld_rewrites(
+    inputs: AdaptInputs, job: ProposalRequest, requests: list[RewriteRequest], writer: Generator | None,
+    env: AlfworldEnv,
+) -> pl.DataFrame:  # fmt: skip
+    """The paper's two-token rewrite by the environment model, else the parametric extension; each
+    candidate checked in the game."""
+    from rla_core.envs.alfworld import rewriter as alfw
+    from rla_core.envs.rewriter import TaskRewriter, rewrite_tasks
+
+    rewriter: TaskRewriter
+    if writer is not None:
+        rewriter = alfw.TwoTokenRewriter(writer, env=env, sampling=inputs.adaptation.sampling)
+
+        def check(spec: dict[str, Any], request: RewriteRequest) -> str | None:
+            return alfw.check_two_token(env, spec, request)
+    else:
+        rewriter, check = alfw.ParametricRewriter(), alfw.check_parametric
+    return rewrite_tasks(
+        requests, rewriter=rewriter, env=env, k=inputs.adaptation.candidates, seed=job.seed,
+        iteration=job.iteration, check=check,
+    )  # fmt: skip
+
+
+TEXTWORLD: TextGameSetting[TextWorldEnv] = TextGameSetting("textworld", _textworld_env, _textworld_rewrites)
+ALFWORLD: TextGameSetting[AlfworldEnv] = TextGameSetting("alfworld", _alfworld_env, _alfworld_rewrites)

@@ -22,7 +22,8 @@ import polars as pl
 
 from rla_core.config import TINY_PREFIX, Setting, hash_jsonable
 from rla_core.errors import ConfigError
-from rla_core.settings import adapter_for, file_digest
+from rla_core.settings import adapter_of
+from rla_core.settings.base import file_digest
 from rla_core.stage_inputs import BootstrapInputs
 from rla_core.store import publish_dir
 
@@ -63,7 +64,7 @@ def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: P
     from rla_core.models.bootstrap import is_tiny_ref, resolve_model
     from rla_core.models.sft import sft
 
-    data = adapter_for(cfg.setting).warm_start(cfg, seed=seed, workdir=demo_files)
+    data = adapter_of(cfg).warm_start(cfg, seed=seed, workdir=demo_files)
     reward_rows = data.reward_rows
     if cfg.models.reward_label_noise > 0:
         if cfg.setting is Setting.CODING:
@@ -115,12 +116,13 @@ def format_image_rows(model_dir: Path, rows: pl.DataFrame, *, chat: bool) -> pl.
     """Warm-start rows with images given their image slots (and chat markup with ``chat``), exactly as the
     generator formats the prompts it will see (``Generator.format_prompt``); text rows unchanged. A
     text-only ``model_dir`` with image rows is a :class:`~rla_core.errors.ModelError`."""
-    from rla_core.models.multimodal import ImagePrompt, VisionProcessor, require_vision_language
+    from rla_core.models.multimodal import ImagePrompt, VisionProcessor
 
     if "images" not in rows.columns or rows["images"].null_count() == rows.height:
         return rows
-    require_vision_language(model_dir, what="warm-start rows with screenshots (models.images)")
-    vision = VisionProcessor.from_pretrained(model_dir)
+    vision = VisionProcessor.from_pretrained(
+        model_dir, what="warm-start rows with screenshots (models.images)"
+    )
     prompts = [
         vision.format(ImagePrompt(p, tuple(imgs)), chat=chat).text if imgs else p
         for p, imgs in zip(rows["prompt"].to_list(), rows["images"].to_list(), strict=True)

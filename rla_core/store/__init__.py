@@ -1,6 +1,6 @@
 """rla_core/store: the artifact store over fsspec (local paths and ``s3://``), manifests, run lock.
 
-See :mod:`rla_core.store.artifacts` for the layout and commit protocol (design §3-4), and
+See :mod:`rla_core.store.artifacts` for the layout and commit protocol (docs/architecture.md#the-design-contract), and
 :mod:`rla_core.store.atomic` for the one atomic file/directory publish every layer uses.
 
 Only :mod:`~rla_core.store.atomic` (standard library) is imported eagerly; the store classes load on

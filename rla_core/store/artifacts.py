@@ -1,4 +1,4 @@
-"""The artifact store: Parquet frames and checkpoints per run, iteration, stage and attempt (design §3-4).
+"""The artifact store: Parquet frames and checkpoints per run, iteration, stage and attempt (docs/architecture.md#the-design-contract).
 
 Layout under ``root`` (a local path or an ``s3://`` URI)::
 
@@ -160,7 +160,7 @@ class StageWriter:
     def write_frame(self, name: str, df: pl.DataFrame, *, schema: str | None = None) -> ArtifactEntry:
         """Validate ``df`` against artifact schema ``schema`` (default: ``name``), write ``<name>.parquet``.
 
-        Columns: exactly those of ``rla_core.schemas.SCHEMAS[schema]`` (design §4); a SchemaError
+        Columns: exactly those of ``rla_core.schemas.SCHEMAS[schema]`` (docs/architecture.md#the-design-contract); a SchemaError
         lists missing, extra and mistyped ones.
         """
         schema_name = schema or name
@@ -539,7 +539,7 @@ class ArtifactStore:
     def is_done(
         self, run_id: str, iteration: int, stage: str, stage_key: str, *, verify_hashes: bool = False
     ) -> bool:
-        """Whether the attempt in use has ``stage_key`` and intact outputs (design §3 skip rule)."""
+        """Whether the attempt in use has ``stage_key`` and intact outputs (the skip rule, docs/architecture.md#the-design-contract)."""
         manifest = self.manifest(run_id, iteration, stage)
         if manifest is None or manifest.stage_key != stage_key:
             return False
@@ -565,7 +565,7 @@ class ArtifactStore:
     ) -> pl.DataFrame:
         """Read frame ``name`` of the attempt in use, check its hash (``verify``) and schema.
 
-        Columns: those of its artifact schema (``rla_core.schemas``, design §4); a SchemaError lists
+        Columns: those of its artifact schema (``rla_core.schemas``, docs/architecture.md#the-design-contract); a SchemaError lists
         missing, extra and mistyped columns.
         """
         import polars as pl

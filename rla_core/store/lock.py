@@ -1,4 +1,4 @@
-"""The run lock: one process works on a run at a time (design §3).
+"""The run lock: one process works on a run at a time (docs/architecture.md#the-design-contract).
 
 Local roots use an exclusive ``flock`` on ``<root>/<run_id>/lock.json``. The kernel drops the lock
 when its process dies, so a killed holder can never block a run; the holder's record (host, pid,

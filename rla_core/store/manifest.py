@@ -1,4 +1,4 @@
-"""Stage manifests and run info: the small JSON records that make artifacts visible (design §3).
+"""Stage manifests and run info: the small JSON records that make artifacts visible (docs/architecture.md#the-design-contract).
 
 A stage attempt exists only once its manifest is committed. The manifest lists every file of the
 attempt with its size and sha256, and every frame with its schema, row count and schema fingerprint.
@@ -60,7 +60,7 @@ class ArtifactEntry:
 
 @dataclass(frozen=True)
 class Manifest:
-    """The committed record of one stage attempt (design §3)."""
+    """The committed record of one stage attempt (docs/architecture.md#the-design-contract)."""
 
     run_id: str
     iteration: int
@@ -131,7 +131,7 @@ class Manifest:
 
 @dataclass(frozen=True)
 class RunInfo:
-    """``<root>/<run_id>/run.json``: what a run was started with (design §4)."""
+    """``<root>/<run_id>/run.json``: what a run was started with (docs/architecture.md#the-design-contract)."""
 
     run_id: str
     config: dict[str, Any]

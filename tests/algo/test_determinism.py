@@ -1,4 +1,4 @@
-"""Issue 10: the label functions return bit-identical frames on repeated calls with the same inputs.
+"""The label functions return bit-identical frames on repeated calls with the same inputs.
 
 The trainer reads the label rows in file order, so a row order or a last-bit difference changes the
 run. The sizes here are ones where `policy_samples` differed between calls before the fix (its joins

@@ -1,4 +1,4 @@
-"""The append-only task registry (spec §3, design §4 'tasks')."""
+"""The append-only task registry (spec §3; artifact 'tasks', docs/data-dictionary.md)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 ``python -m tests.cluster.coding_on_ray WORKDIR``, started by tests/cluster/test_coding_shards.py inside a
 private network namespace that has only `lo` (``unshare -n``): the embedded Ray binds 127.0.0.1 and stops
 when this process exits. For ``local``, ``ray-1`` and ``ray-2`` it makes what the coding rollout
-(``play_episodes``: programs, then their GT executions), write_tests (the reward model's unit tests) and
+(``dispatch.rollout``: programs, then their GT executions), write_tests (the reward model's unit tests) and
 adapt (the environment model's rewrites) make, with each stage's own calls, on three problems of the
 coding preset and a tiny model, and what the text-game adapt makes with that model as its environment
 model (``textgame_proposals``: the LLM rewriter's attempts for two targets, one generate call); it writes
@@ -20,14 +20,14 @@ import polars as pl
 
 from rla_core.algo.adaptation import Goal
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
-from rla_core.cluster import ShardedGenerator, play_episodes, stage_generator
 from rla_core.config import ClusterBackend, ClusterConfig, Setting, load_config
+from rla_core.dispatch import ShardedGenerator, stage_generator
 from rla_core.models.bootstrap import ensure_tiny_model
 from rla_core.models.generator import GeneratorSpec
 from rla_core.schemas import get_schema
-from rla_core.settings import ProposalRequest
+from rla_core.settings.base import ProposalRequest
 from rla_core.settings.coding import CodingSetting, coding_task
-from rla_core.settings.textgame import TextGameSetting
+from rla_core.settings.textgame import TEXTWORLD
 from rla_core.stage_inputs import (
     AdaptInputs,
     RolloutInputs,
@@ -80,7 +80,7 @@ def main() -> None:
     )
     for name, cluster in CONFIGS.items():
         start = time.perf_counter()
-        frames = play_episodes(request, setting=Setting.CODING, generator=spec, cluster=cluster)
+        frames = rollout(request, setting=Setting.CODING, generator=spec, cluster=cluster)
         with stage_generator(spec, cluster) as gen:
             assert isinstance(gen, ShardedGenerator) == (cluster.backend is ClusterBackend.RAY)
             frames["unit_tests"] = setting.write_tests(
@@ -94,7 +94,7 @@ def main() -> None:
             frames["proposals"] = setting.propose(adapt, job, env_model=gen)
         adapt_start = time.perf_counter()
         with stage_generator(env_model, cluster) as gen:
-            frames["textgame_proposals"] = TextGameSetting().propose(*textgame, env_model=gen)
+            frames["textgame_proposals"] = TEXTWORLD.propose(*textgame, env_model=gen)
         print(f"{name}: text-game adapt {time.perf_counter() - adapt_start:.1f} s", file=sys.stderr)
         (work / name).mkdir(parents=True)
         for frame_name, frame in frames.items():
@@ -114,7 +114,7 @@ def textgame_job(work: Path) -> tuple[AdaptInputs, ProposalRequest]:
             "adaptation.sampling.max_new_tokens=24", f"textgame.game_cache_dir={work / 'games'}",
         ],
     )  # fmt: skip
-    seeded = TextGameSetting().seed_tasks(SeedTasksInputs.from_config(cfg))[:2]
+    seeded = TEXTWORLD.seed_tasks(SeedTasksInputs.from_config(cfg))[:2]
     targets = [
         RewriteTarget(slot, slot, goal, 0.0 if goal is Goal.EASIER else 1.0, spec, spec)
         for (slot, _env, spec), goal in zip(seeded, (Goal.EASIER, Goal.HARDER), strict=True)

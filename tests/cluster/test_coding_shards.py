@@ -1,4 +1,4 @@
-"""The coding stages' generation, and the text-game adapt's, sharded over Ray equals the local one (issue 27).
+"""The coding stages' generation, and the text-game adapt's, sharded over Ray equals the local one.
 
 The coding rollout's programs, write_tests' unit tests, adapt's rewrites and the text-game adapt's LLM
 rewrites are each sampled in one generation call; with ``cluster.backend=ray`` that call's prompts are cut

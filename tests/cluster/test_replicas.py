@@ -1,4 +1,4 @@
-"""Replicas per generating role (issue 29): how many shards a stage cuts, and what each shard's Ray actor
+"""Replicas per generating role: how many shards a stage cuts, and what each shard's Ray actor
 reserves, derived from ``cluster.*`` and ``models.serving.tensor_parallel`` (no Ray started)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rla_core.cluster.ray_session import _embedded_init, _generator_of, _shortfall, shard_needs, stage_needs
+from rla_core.cluster.ray_session import ShardRequest, _embedded_init, _shortfall, shard_needs, stage_needs
 from rla_core.config import ClusterConfig, ConfigError, RunConfig, load_config, speed_only
-from rla_core.errors import ClusterError
+from rla_core.dispatch import shard_request
 from rla_core.models.generator import GeneratorSpec
 from rla_core.stage_inputs import GenerationModels
 
@@ -17,13 +17,16 @@ FIELDS = set(GenerationModels.model_fields)
 PAPER_TP = "models.serving.tensor_parallel={policy: 4, reward: 8, environment: 8}"
 
 
-def _spec(cfg: RunConfig, role: str) -> GeneratorSpec:
-    return GeneratorSpec(
-        checkpoint=Path("ckpt"),
-        models=GenerationModels.model_validate(cfg.models.model_dump(include=FIELDS)),
-        role=role,
-        name=None,
-        threads=1,
+def _spec(cfg: RunConfig, role: str) -> ShardRequest:
+    """What a shard opening the role's generator asks for (the dispatch layer reads it off the spec)."""
+    return shard_request(
+        GeneratorSpec(
+            checkpoint=Path("ckpt"),
+            models=GenerationModels.model_validate(cfg.models.model_dump(include=FIELDS)),
+            role=role,
+            name=None,
+            threads=1,
+        )
     )
 
 
@@ -70,19 +73,14 @@ def test_shards_without_a_vllm_server_on_gpus_reserve_gpus_per_worker() -> None:
     auto = _cfg("models.serving.interpreter=/nonexistent/python", PAPER_TP, "cluster.gpus_per_worker=1")
     assert shard_needs(auto.cluster, _spec(auto, "reward")) == {"CPU": 1.0, "GPU": 1.0}
     # Work that generates nothing (sandbox batches).
-    assert shard_needs(ClusterConfig(gpus_per_worker=1), None) == {"CPU": 1.0, "GPU": 1.0}
+    assert shard_needs(ClusterConfig(gpus_per_worker=1), ShardRequest()) == {"CPU": 1.0, "GPU": 1.0}
 
 
-def test_one_generator_per_stage_is_read_from_the_shards_payloads() -> None:
-    cfg = _cfg()
-    policy, reward = _spec(cfg, "policy"), _spec(cfg, "reward")
-    assert (
-        _generator_of([("textgame", "shard 1", policy, True), ("textgame", "shard 2", policy, True)])
-        is policy
-    )
-    assert _generator_of([(["job"],)]) is None
-    with pytest.raises(ClusterError, match="2 different generators"):
-        _generator_of([(policy,), (reward,)])
+def test_a_generators_shard_request_names_its_threads_role_and_vllm_gpus() -> None:
+    vllm = _cfg("models.serving.backend=vllm", PAPER_TP)
+    assert _spec(vllm, "reward") == ShardRequest(threads=1, role="reward", vllm_gpus=8)
+    hf = _cfg("models.serving.backend=transformers", PAPER_TP)
+    assert _spec(hf, "policy") == ShardRequest(threads=1, role="policy", vllm_gpus=None)
 
 
 def test_bad_replica_counts_are_config_errors_that_name_the_key() -> None:

@@ -1,4 +1,4 @@
-"""Sandboxed executions fanned out over 2 Ray workers equal the thread pool's (issue 27).
+"""Sandboxed executions fanned out over 2 Ray workers equal the thread pool's.
 
 The Ray side runs in a subprocess inside a private network namespace with only `lo`
 (tests/cluster/sandbox_on_ray.py); the thread-pool side runs here. Both run the same real programs in

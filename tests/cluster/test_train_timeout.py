@@ -1,4 +1,4 @@
-"""``training.worker_timeout_s`` bounds an update on Ray Train as it bounds ``accelerate launch`` (issue 29).
+"""``training.worker_timeout_s`` bounds an update on Ray Train as it bounds ``accelerate launch``.
 
 The cases run in tests/cluster/train_timeout_on_ray.py, inside a private network namespace with only `lo`:
 a hung rank, workers that can never be placed on a cluster that might grow, and workers an embedded Ray

@@ -1,4 +1,4 @@
-"""``training.worker_timeout_s`` on Ray Train (issue 29): a hung update and one that can never be placed.
+"""``training.worker_timeout_s`` on Ray Train: a hung update and one that can never be placed.
 
 ``python -m tests.cluster.train_timeout_on_ray REPORT``, started by tests/cluster/test_train_timeout.py inside a
 private network namespace that has only `lo` (``unshare -n``): one embedded Ray bound to 127.0.0.1 serves

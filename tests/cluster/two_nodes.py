@@ -1,6 +1,6 @@
 """A real Ray cluster of two raylets on this machine, and the scenarios the multi-node tests run on it.
 
-Issue 27's multi-node checks need two Ray nodes (two raylets, each with its own object manager and
+The multi-node checks of sharded stages need two Ray nodes (two raylets, each with its own object manager and
 worker pool) attached to one GCS — what `ray start --head` + `ray start --address=…` give on two
 machines, here both on loopback. Every Ray process must stay on loopback, so this module runs as a
 script **inside a private network namespace that has only `lo`** (the test starts it with
@@ -363,7 +363,7 @@ def _watch_train_workers(cluster: TwoNodes, seen: dict[str, int], stop: threadin
 
 
 def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
-    """Updates under Ray Train's TorchTrainer, one worker per node (issue 29):
+    """Updates under Ray Train's TorchTrainer, one worker per node:
 
     * ``probe``: two workers create an ``Accelerator`` with the environment derived from
       ``infra/accelerate/ddp.yaml`` and dtype bf16 (``trainer.accelerate_env``);

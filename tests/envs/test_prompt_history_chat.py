@@ -11,7 +11,7 @@ from rla_core.config import SamplingConfig, load_config
 from rla_core.envs.rollout import run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.models.generator import TransformersGenerator
-from rla_core.settings.textgame import TextGameSetting
+from rla_core.settings.textgame import TEXTWORLD
 from rla_core.stage_inputs import RolloutInputs, RolloutRequest, WriteTestsInputs
 from tests.envs.conftest import TWO_STEP
 from tests.recorded import RecordedGenerator
@@ -31,7 +31,7 @@ def _prompts(game_cache: Path, history_turns: int) -> list[str]:
         tasks=(PlayTask("t", "s", False, TWO_STEP),), n=1, max_steps=3, sampling=SamplingConfig(), seed=0,
         iteration=1, history_turns=inputs.models.history_turns, env=inputs.env(),
     )  # fmt: skip
-    frames = TextGameSetting().rollout(request, generator=RecordedGenerator(["no box"] * 3))
+    frames = TEXTWORLD.rollout(request, generator=RecordedGenerator(["no box"] * 3))
     return list(frames["rollouts"]["prompt"])
 
 

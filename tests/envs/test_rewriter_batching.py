@@ -1,4 +1,4 @@
-"""The environment model's rewrites sampled in one call equal one call per slot (issue 27), on a real tiny model.
+"""The environment model's rewrites sampled in one call equal one call per slot, on a real tiny model.
 
 adapt's LLM rewriters used to call the model once per rewrite target (its k attempts); they now sample
 every target's attempts in one generate call, which shards over a Ray cluster. Each attempt keeps the

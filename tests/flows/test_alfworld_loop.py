@@ -1,4 +1,4 @@
-"""`rla run --preset alfworld` end to end at test size (issue 14): ALFWorld-style games through every stage
+"""`rla run --preset alfworld` end to end at test size: ALFWorld-style games through every stage
 of the real CLI (Prefect, MLflow, tiny models), sharing the session's Prefect home and model cache."""
 
 from __future__ import annotations

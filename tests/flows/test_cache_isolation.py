@@ -1,4 +1,4 @@
-"""Issue 10 (a)-(c): Prefect's result cache is machine-wide, yet a run only ever gets its own stages back.
+"""Prefect's result cache is machine-wide, yet a run only ever gets its own stages back.
 
 Every run here has the same config and seed, so every content key is shared; the session's Prefect
 home (and so its result storage) is shared too. Before the fix a done stage was answered with the

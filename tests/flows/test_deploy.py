@@ -1,4 +1,4 @@
-"""infra/prefect.yaml end to end (issue 16): a real local Prefect server, a process work pool, `prefect
+"""infra/prefect.yaml end to end: a real local Prefect server, a process work pool, `prefect
 deploy` of the shipped yaml from the repository root (no hidden variables), a process worker, and a
 deployment run of the real flow that completes, writes the run and publishes its Prefect artifacts."""
 

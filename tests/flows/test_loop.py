@@ -1,4 +1,4 @@
-"""The staged loop end to end (issue 6): full run, resume after SIGKILL, idempotent resume, config
+"""The staged loop end to end: full run, resume after SIGKILL, idempotent resume, config
 changes that reuse upstream stages, the run lock and MLflow metrics."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What an operator and an analyst see (issue 16): stage progress in the logs, `rla status` in pipeline
+"""What an operator and an analyst see: stage progress in the logs, `rla status` in pipeline
 order with headline columns and the running stage read from another process, `rla inspect` column/row
 selection and CSV/JSON, `rla eval` seeded like the evaluate stage with a per-task breakdown and saved
 results, the export's model card, resolved locations, Prefect artifacts and a resume that answers from

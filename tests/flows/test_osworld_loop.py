@@ -1,4 +1,4 @@
-"""`rla run --preset osworld --set iterations=1`: the whole loop on real local desktops (issue 30).
+"""`rla run --preset osworld --set iterations=1`: the whole loop on real local desktops.
 
 Real DesktopEnv episodes (OSWorld's set-up, getters, metrics) on two sandboxed desktops, tiny models, every
 stage of an iteration: rollouts with screenshots, judgments, labels, adaptation, training, evaluation.

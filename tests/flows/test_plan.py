@@ -1,4 +1,4 @@
-"""The pipeline has one declaration, the flow (issue 24): its plan, the stage registry, typed slices as keys."""
+"""The pipeline has one declaration, the flow: its plan, the stage registry, typed slices as keys."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed stages changed no behaviour (issue 24): the pre-change code's record of a test-preset run.
+"""Typed stages changed no behaviour: the pre-change code's record of a test-preset run.
 
 ``tests/fixtures/stage_plan/`` was written by the code before typed stages (commit 58cfcb8, see
 ``environment.json`` and ``make_fixture.py``) from a finished ``--preset test`` run: each stage's config
@@ -55,6 +55,9 @@ HIDDEN_READS = {
     ("bootstrap", "rollout.max_steps"),  # demonstrations are cut at the training step budget
     ("execute", "setting"),  # fills the coding section only in the coding setting
     ("write_tests", "setting"),
+    # judge and label open no environment but ask the registry for the adapter of the setting's engine
+    ("judge", "textgame.engine"),
+    ("label", "textgame.engine"),
 }
 NARROWED = {("evaluate", "textgame.tasks")}  # evaluation reads the held-out file only
 # Config keys added after the fixture was made (screenshots in the prompts; environment errors).

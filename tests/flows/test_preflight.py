@@ -313,7 +313,7 @@ def test_config_check_of_a_paper_preset_names_what_this_machine_lacks(place: Pat
 
 
 def test_stages_record_the_task_file_they_were_keyed_on(base_run: tuple[Path, str]) -> None:
-    from rla_core.settings import file_digest
+    from rla_core.settings.base import file_digest
 
     root, run_id = base_run
     store = ArtifactStore(str(root))

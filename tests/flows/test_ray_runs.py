@@ -1,4 +1,4 @@
-"""Issue 27: generating stages sharded over a real Ray give the local run's artifacts byte for byte.
+"""Generating stages sharded over a real Ray give the local run's artifacts byte for byte.
 
 Every test that starts Ray runs it inside a private network namespace that has only `lo` (`unshare
 -n`, then `ip link set lo up`): an embedded Ray in the `rla` process with

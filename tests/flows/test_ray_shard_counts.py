@@ -1,4 +1,4 @@
-"""Issue 27: the sharded stages on 1 and 2 shards equal the local run (3 shards: test_ray_runs.py; 2 shards
+"""The sharded stages on 1 and 2 shards equal the local run (3 shards: test_ray_runs.py; 2 shards
 on two nodes: tests/flows/test_two_nodes.py).
 
 The Ray side runs inside a private network namespace with only `lo` (tests/cluster/stages_on_ray.py),
@@ -30,7 +30,7 @@ def test_rollout_judge_and_evaluate_on_1_and_2_shards_equal_the_local_run(
     """The local base run's iteration-2 rollout, judge and evaluate stage bodies, replayed on one embedded
     Ray with 1 and with 2 shards (tests/cluster/stages_on_ray.py: each body with its committed inputs,
     committed into a scratch store), write every frame byte for byte like the local run (3 shards:
-    tests/flows/test_ray_runs.py). In the default suite, as issue 27 asks."""
+    tests/flows/test_ray_runs.py). In the default suite."""
     base_root, run_id = base_run
     work = flow_env.base / "ray-replayed"
     argv = [

@@ -1,4 +1,4 @@
-"""Issue 10: the default preset run twice, in two fresh directories, writes identical Parquet artifacts.
+"""The default preset run twice, in two fresh directories, writes identical Parquet artifacts.
 
 Same config, seed and thread count on CPU → the same bytes, row order included (the trainer reads
 rows in file order). The only columns allowed to differ are the documented wall times (TIME_COLUMNS);

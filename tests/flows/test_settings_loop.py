@@ -1,4 +1,4 @@
-"""One iteration of the coding and GUI settings through the real `rla` CLI (issue 10), at tiny sizes.
+"""One iteration of the coding and GUI settings through the real `rla` CLI, at tiny sizes.
 
 The coding run has no rewrite target (alpha_low = 0 with coding's strict lower bound, alpha_high = 1):
 the adapt stage must write an empty proposal set without opening the environment model (it crashed
@@ -120,7 +120,7 @@ def first_lines(src: Path, dst: Path, n: int) -> Path:
 
 
 def test_one_gui_iteration_with_screens_in_the_prompts(flow_env: FlowEnv) -> None:
-    """The gui preset: tiny vision-language policy and judge that see the screenshots (issue 31)."""
+    """The gui preset: tiny vision-language policy and judge that see the screenshots."""
     root = flow_env.base / "runs-gui"
     # 4 of the 13 shipped forms each: the warm start records demonstrations on every training form in a
     # browser (most of this test's time), and 2 tasks per iteration are played anyway.

@@ -1,4 +1,4 @@
-"""Stage content keys (issue 10): the code version is derived from what a stage really runs.
+"""Stage content keys: the code version is derived from what a stage really runs.
 
 Edits are made on a copy of the project's packages in a temporary folder — never on the real tree.
 """
@@ -51,7 +51,7 @@ def test_code_version_is_path_independent_and_matches_the_installed_project(tree
 
 def test_editing_a_helper_used_only_through_a_settings_adapter_changes_the_stage_key(tree: Path) -> None:
     before = versions(tree)
-    # tasks/label.py never names rla_core.algo.coding_rewards: it reaches it through adapter_for(...).labels.
+    # tasks/label.py never names rla_core.algo.coding_rewards: it reaches it through adapter_of(...).labels.
     assert "coding_rewards" not in (tree / "tasks" / "label.py").read_text()
     edit(
         tree / "rla_core" / "algo" / "coding_rewards.py",

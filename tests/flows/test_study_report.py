@@ -1,4 +1,4 @@
-"""`rla study` and `rla report` end to end (issue 15): a real 2-arm × 1-seed study of test-preset runs,
+"""`rla study` and `rla report` end to end: a real 2-arm × 1-seed study of test-preset runs,
 its study.parquet and summary, HTML reports opened in headless Chromium (every figure holds its data),
 continuing a finished study, and the specific errors for bad input. Also, without a study: the summary's
 tables (one set of cells, rendered to Markdown and HTML) on a hand-made study frame, the wall-time rows, and
@@ -301,7 +301,7 @@ def test_arms_set_exactly_their_ablation_switches() -> None:
 
 def test_bench_preset_evaluates_on_at_least_100_held_out_episodes() -> None:
     from rla_core.config import load_config
-    from rla_core.settings import read_jsonl
+    from rla_core.settings.base import read_jsonl
 
     cfg = load_config(preset="bench")
     train = read_jsonl(cfg.textgame.tasks, what="training task")

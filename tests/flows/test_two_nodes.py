@@ -142,7 +142,7 @@ def _update_here(store: ArtifactStore, run_id: str, role: str, processes: int) -
 def test_updates_under_ray_train_one_worker_per_node_match_one_process_and_accelerate_launch(
     flow_env: FlowEnv, base_run: tuple[Path, str]
 ) -> None:
-    """Issue 29 on the two-node cluster (one CPU and one `rla_shard` per node):
+    """Ray Train updates on the two-node cluster (one CPU and one `rla_shard` per node):
 
     * the accelerate settings reach Ray Train workers: an ``Accelerator`` created in each of two
       TorchTrainer workers (one per node) reports mixed precision 'bf16' with the environment

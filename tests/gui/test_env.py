@@ -187,7 +187,7 @@ def test_screenshots_are_png_paths(gui_runtime: Path, tmp_path: Path) -> None:
 def test_gui_rollouts_keep_a_screenshot_per_step_referenced_from_the_artifact(tmp_path: Path) -> None:
     from rla_core.algo.curriculum import PlayTask
     from rla_core.config import load_config
-    from rla_core.settings.gui import GuiSetting
+    from rla_core.settings.gui import MiniWobSetting
     from rla_core.stage_inputs import RolloutInputs
 
     cfg = load_config(preset="gui", overrides=["gui.browsers=1"])
@@ -196,7 +196,7 @@ def test_gui_rollouts_keep_a_screenshot_per_step_referenced_from_the_artifact(tm
         tasks=(PlayTask("t0", "s0", False, spec("click-test-2")),), n=1, max_steps=2, sampling=SamplingConfig(),
         seed=0, iteration=1, history_turns=2, env=RolloutInputs.from_config(cfg).env(), workdir=tmp_path,
     )  # fmt: skip
-    frames = GuiSetting().rollout(request, generator=RecordedGenerator(["x", "y"]))
+    frames = MiniWobSetting().rollout(request, generator=RecordedGenerator(["x", "y"]))
     refs = frames["rollouts"]["observation_ref"].to_list()
     after = frames["rollouts"]["next_observation_ref"].to_list()
     assert refs and all(r is not None and r.startswith("files/screenshots/") for r in refs + after)

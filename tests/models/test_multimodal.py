@@ -1,4 +1,4 @@
-"""Image prompts (issue 31) on the tiny vision-language model: processor, generation, update log-probs."""
+"""Image prompts on the tiny vision-language model: processor, generation, update log-probs."""
 
 from __future__ import annotations
 
@@ -231,8 +231,8 @@ def test_sft_on_image_demonstrations(vl_model: Path, shots: dict[str, str], tmp_
 def test_sharded_generator_formats_image_prompts_as_the_in_process_one(
     vl_model: Path, vl_gen: TransformersGenerator, shots: dict[str, str]
 ) -> None:
-    from rla_core.cluster import ShardedGenerator
     from rla_core.config import ClusterBackend, ClusterConfig, ServingConfig
+    from rla_core.dispatch import ShardedGenerator
     from rla_core.models.generator import GeneratorSpec
     from rla_core.stage_inputs import GenerationModels
 

@@ -188,7 +188,7 @@ def test_sft_with_prompt_loss_and_cosine_schedule_learns_the_prompts_too(
         sft(tiny_model, rows, out_dir=tmp_path / "bad", epochs=1, lr=3e-3, seed=0, batch_size=0)
 
 
-# ---- declarations the trainer and its worker share (issue 25) ------------------------------------
+# ---- declarations the trainer and its worker share ------------------------------------
 
 ROOT = Path(__file__).resolve().parents[2]
 

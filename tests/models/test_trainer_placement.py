@@ -1,4 +1,4 @@
-"""Where updates run (issue 12): fp32 master weights and checkpoints, `accelerate launch` workers.
+"""Where updates run: fp32 master weights and checkpoints, `accelerate launch` workers.
 
 Tolerances are stated next to each check. The multi-process test launches the workers exactly as a GPU
 node does (`accelerate launch --config_file infra/accelerate/ddp.yaml --num_processes 2 ...`); on this
@@ -65,7 +65,7 @@ def test_plan_micro_batches_hand_computed() -> None:
 
 
 def test_bf16_saved_checkpoint_updates_like_fp32(tiny_model: Path, tmp_path: Path) -> None:
-    """A bf16-saved checkpoint is trained with fp32 master weights and saved fp32 (issue 12, point 2).
+    """A bf16-saved checkpoint is trained with fp32 master weights and saved fp32.
 
     Both inputs hold the same bf16-representable values, one stored bf16, one fp32. At lr 1e-6 the two
     updates must agree: share of changed parameters within 0.1 percentage points and max deviation
@@ -159,7 +159,7 @@ def test_placement_from_config() -> None:
 
 
 def test_accelerate_settings_reach_workers_accelerate_does_not_launch() -> None:
-    """Issue 29: under Ray Train nothing reads infra/accelerate/<strategy>.yaml, so the workers get the
+    """Under Ray Train nothing reads infra/accelerate/<strategy>.yaml, so the workers get the
     ACCELERATE_* variables ``accelerate launch`` would set, derived from the same options as
     :func:`launch_argv` (the YAML + processes and mixed precision from the command line).
 
@@ -237,7 +237,7 @@ def test_two_process_ddp_matches_one_process(tiny_model: Path, tmp_path: Path, o
       weight 0, its gradient is exactly 0), and gloo's two-rank all-reduce is one addition,
       (g0 + g1) + g2 — what the one process computes.
 
-    Measured (scripts/flake_hunt.py, issue 23): 0 unequal elements in 20 runs on a quiet machine and 20
+    Measured (scripts/flake_hunt.py): 0 unequal elements in 20 runs on a quiet machine and 20
     beside a 2-process CPU hog. A real bug cannot hide in this check: dropping rank 1's gradient or
     counting the padding micro-batch as a row changes weights by ~1e-3 (the update itself moves
     weights by up to ~2e-3 at lr 1e-3).

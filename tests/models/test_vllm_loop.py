@@ -167,7 +167,7 @@ def _served_logs(runtime: Path) -> Counter[str]:
 def test_each_stage_serves_its_own_checkpoint_on_every_replica(
     vllm_env: tuple[FlowEnv, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One iteration on an embedded Ray with 2 policy replicas and 1 judge replica (issue 29): evaluate@0
+    """One iteration on an embedded Ray with 2 policy replicas and 1 judge replica: evaluate@0
     and rollout@1 serve the bootstrap policy, evaluate@1 the trained one, each on both replicas."""
     flow, runtime = vllm_env
     root = flow.base / "vllm-runs"

@@ -1,4 +1,4 @@
-"""Sandbox filesystem isolation: model-written code sees only the interpreter (issue 13).
+"""Sandbox filesystem isolation: model-written code sees only the interpreter.
 
 Every target is a real host path that the sandbox user *could* read with plain file permissions
 (world-readable files in world-readable directories), placed outside ``/tmp``: fixture trees under

@@ -1,4 +1,4 @@
-"""The one atomic publish helper (issue 25): files and directories appear whole or not at all."""
+"""The one atomic publish helper: files and directories appear whole or not at all."""
 
 from __future__ import annotations
 

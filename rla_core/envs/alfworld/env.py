@@ -5,7 +5,7 @@ A task spec is either a generated-game spec (:mod:`rla_core.envs.alfworld.spec`)
 two-token ``goal`` rewrite. Generated games are written to ``<cache_dir>/<spec_hash>/game.tw-pddl``
 (temporary directory + atomic rename) after the planner confirmed them solvable.
 
-**Expert labels at the current state (design §5).** :meth:`AlfworldEpisode.expert_actions` is the
+**Expert labels at the current state (docs/architecture.md#cross-module-interfaces).** :meth:`AlfworldEpisode.expert_actions` is the
 first action of a Fast Downward plan *from the episode's current state* — not the initial walkthrough,
 which stops being right once the agent leaves it. Planning costs from milliseconds (a handful of
 receptacles) to ~10 s (pick_two in a full kitchen), so plans are

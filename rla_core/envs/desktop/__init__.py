@@ -1,4 +1,4 @@
-"""Isolated local X desktops that OSWorld's own ``desktop_env.DesktopEnv`` drives (issue 28, part 1).
+"""Isolated local X desktops that OSWorld's own ``desktop_env.DesktopEnv`` drives.
 
 :mod:`~rla_core.envs.desktop.desktop` starts one desktop (Xvfb, D-Bus, AT-SPI, jwm and our server) in a
 bubblewrap sandbox with its own network namespace; :mod:`~rla_core.envs.desktop.server` is our

@@ -1,4 +1,4 @@
-"""OSWorld tasks in the loop (issue 30): ``gui.engine: osworld`` on the local desktops of :mod:`rla_core.envs.desktop`.
+"""OSWorld tasks in the loop: ``gui.engine: osworld`` on the local desktops of :mod:`rla_core.envs.desktop`.
 
 :mod:`~rla_core.envs.osworld.tasks` reads task sources (an OSWorld ``evaluation_examples`` meta list, JSONL) into
 the RLAnything adaptive format (``current_task``, ``task_template``, ``evaluator_list``; spec §3.3) and checks

@@ -34,7 +34,7 @@ from rla_core.envs.prompts import listed_actions  # noqa: E402
 from rla_core.envs.rollout import play_rollouts, run_rollouts  # noqa: E402
 from rla_core.models.generator import Generation  # noqa: E402
 from rla_core.schemas import empty_frame  # noqa: E402
-from rla_core.settings import PROJECT_ROOT  # noqa: E402
+from rla_core.settings.base import PROJECT_ROOT  # noqa: E402
 from rla_core.stage_inputs import RolloutRequest  # noqa: E402
 
 TOOK = "you took action: "

@@ -22,7 +22,7 @@ pytest.importorskip("desktop_env", reason="needs desktop-env (scripts/setup.sh, 
 
 from rla_core.envs.osworld.env import OsworldEnv  # noqa: E402
 from rla_core.envs.osworld.tasks import current_key, load_tasks, with_variant  # noqa: E402
-from rla_core.settings import PROJECT_ROOT  # noqa: E402
+from rla_core.settings.base import PROJECT_ROOT  # noqa: E402
 
 
 def test_every_shipped_variant_scores_1_solved_and_0_untouched(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from rla_core.envs.osworld import cache, tasks
 from rla_core.envs.osworld.rewriter import OsworldRewriter, check_osworld_candidate
 from rla_core.envs.osworld.tasks import OsworldTaskError
 from rla_core.envs.rewriter import Goal, RewriteRequest
-from rla_core.settings import PROJECT_ROOT
+from rla_core.settings.base import PROJECT_ROOT
 
 SHIPPED = PROJECT_ROOT / "data" / "gui" / "osworld"
 URL = "https://drive.usercontent.google.com/download?id=abc&export=download"
