@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from typer.testing import CliRunner
 
 from rla_core.store import ArtifactStore
 
@@ -174,3 +175,16 @@ def planned(store: ArtifactStore, run_id: str) -> set[tuple[int, str]]:
 
     cfg = load_run_config(store, run_id)
     return {(p.iteration, str(p.stage)) for p in plan(RunContext(run_id=run_id, config=cfg), check=False)}
+
+
+def invoke_cli(args: list[str], cwd: Path) -> tuple[int, str]:
+    """The `rla` CLI run in-process (typer's CliRunner) from ``cwd``: its exit code and its output."""
+    from flows.cli import app
+
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, args)
+    finally:
+        os.chdir(old)
+    return result.exit_code, result.output

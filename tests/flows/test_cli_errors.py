@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from flows.cli import app
 from rla_core.config import load_config
 from rla_core.store import ArtifactStore
-
-runner = CliRunner()
-
-
-def _invoke(args: list[str], cwd: Path) -> tuple[int, str]:
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        result = runner.invoke(app, args)
-    finally:
-        os.chdir(old)
-    return result.exit_code, result.output
+from tests.flows.conftest import invoke_cli
 
 
 def _one_error_line(output: str) -> str:
@@ -33,32 +18,32 @@ def _one_error_line(output: str) -> str:
 
 
 def test_unknown_config_key_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
-    code, output = _invoke(["run", "--set", "rollout.rollouts_per_tsk=3"], tmp_path)
+    code, output = invoke_cli(["run", "--set", "rollout.rollouts_per_tsk=3"], tmp_path)
     assert code != 0
     assert "unknown key 'rollout.rollouts_per_tsk'" in _one_error_line(output)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_out_of_range_threshold(tmp_path: Path) -> None:
-    code, output = _invoke(["run", "--set", "adaptation.alpha_low=0.9"], tmp_path)
+    code, output = invoke_cli(["run", "--set", "adaptation.alpha_low=0.9"], tmp_path)
     assert code != 0
     assert "alpha_low=0.9 must be below alpha_high=0.8" in _one_error_line(output)
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
-    code, output = _invoke(["run", "--config", "nope.yaml"], tmp_path)
+    code, output = invoke_cli(["run", "--config", "nope.yaml"], tmp_path)
     assert code != 0
     assert "config file 'nope.yaml' does not exist" in _one_error_line(output)
 
 
 def test_resume_unknown_run(tmp_path: Path) -> None:
-    code, output = _invoke(["resume", "no-such-run", "--root", str(tmp_path / "runs")], tmp_path)
+    code, output = invoke_cli(["resume", "no-such-run", "--root", str(tmp_path / "runs")], tmp_path)
     assert code != 0
     assert "no run 'no-such-run'" in _one_error_line(output)
 
 
 def test_inspect_unknown_run(tmp_path: Path) -> None:
-    code, output = _invoke(
+    code, output = invoke_cli(
         ["inspect", "ghost", "--iteration", "1", "--artifact", "rollouts", "--root", str(tmp_path)], tmp_path
     )
     assert code != 0
@@ -66,7 +51,7 @@ def test_inspect_unknown_run(tmp_path: Path) -> None:
 
 
 def test_inspect_unknown_artifact_name(tmp_path: Path) -> None:
-    code, output = _invoke(["inspect", "x", "--iteration", "1", "--artifact", "rolouts"], tmp_path)
+    code, output = invoke_cli(["inspect", "x", "--iteration", "1", "--artifact", "rolouts"], tmp_path)
     assert code != 0
     assert "unknown artifact 'rolouts'" in _one_error_line(output)
 
@@ -74,7 +59,7 @@ def test_inspect_unknown_artifact_name(tmp_path: Path) -> None:
 def test_artifact_root_that_is_a_file(tmp_path: Path) -> None:
     blocker = tmp_path / "blocker"
     blocker.write_text("not a directory")
-    code, output = _invoke(
+    code, output = invoke_cli(
         [
             "run",
             "--set",
@@ -97,7 +82,7 @@ def _closed_port() -> int:
 
 def test_unreachable_mlflow(tmp_path: Path) -> None:
     uri = f"http://127.0.0.1:{_closed_port()}"
-    code, output = _invoke(
+    code, output = invoke_cli(
         ["run", "--set", f"tracking.mlflow_uri={uri}", "--set", f"artifact_root={tmp_path}/runs"], tmp_path
     )
     assert code != 0
@@ -116,7 +101,7 @@ def test_config_change_that_would_corrupt_a_run_is_refused(tmp_path: Path) -> No
     root = tmp_path / "runs"
     _existing_run(root, "r1")
     before = (root / "r1" / "run.json").read_bytes()
-    code, output = _invoke(
+    code, output = invoke_cli(
         ["run", "--run-id", "r1", "--reconfigure", "--set", "setting=coding", "--set", f"artifact_root={root}",
          "--set", f"tracking.mlflow_uri=sqlite:///{tmp_path}/m.db"],
         tmp_path,
@@ -129,7 +114,7 @@ def test_config_change_that_would_corrupt_a_run_is_refused(tmp_path: Path) -> No
 def test_config_change_needs_reconfigure(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     _existing_run(root, "r2")
-    code, output = _invoke(
+    code, output = invoke_cli(
         ["run", "--run-id", "r2", "--set", "training.policy.lr=0.001", "--set", f"artifact_root={root}",
          "--set", f"tracking.mlflow_uri=sqlite:///{tmp_path}/m.db"],
         tmp_path,
@@ -142,6 +127,6 @@ def test_config_change_needs_reconfigure(tmp_path: Path) -> None:
 def test_resume_from_stage_needs_iteration(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     _existing_run(root, "r3")
-    code, output = _invoke(["resume", "r3", "--from-stage", "judge", "--root", str(root)], tmp_path)
+    code, output = invoke_cli(["resume", "r3", "--from-stage", "judge", "--root", str(root)], tmp_path)
     assert code != 0
     assert "--from-stage and --iteration go together" in _one_error_line(output)

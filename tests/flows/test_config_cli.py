@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import yaml
-from typer.testing import CliRunner
 
-from flows.cli import app
 from flows.runs import load_run_config
 from rla_core.config import build_config, load_config
 from rla_core.store import ArtifactStore
-
-runner = CliRunner()
-
-
-def _invoke(args: list[str], cwd: Path) -> tuple[int, str]:
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        result = runner.invoke(app, args)
-    finally:
-        os.chdir(old)
-    return result.exit_code, result.output
+from tests.flows.conftest import invoke_cli
 
 
 def test_show_prints_the_config_a_run_would_use(tmp_path: Path) -> None:
-    code, output = _invoke(["config", "show", "--preset", "coding", "--set", "judge.m=5"], tmp_path)
+    code, output = invoke_cli(["config", "show", "--preset", "coding", "--set", "judge.m=5"], tmp_path)
     assert code == 0, output
     shown = build_config(yaml.safe_load(output))
     assert shown == load_config(preset="coding", overrides=["judge.m=5"])
@@ -36,7 +22,7 @@ def test_show_prints_the_config_a_run_would_use(tmp_path: Path) -> None:
 
 def test_diff_names_each_changed_key_with_its_origin(tmp_path: Path) -> None:
     (tmp_path / "night.yaml").write_text("preset: coding\nseed: 7\n", encoding="utf-8")
-    code, output = _invoke(
+    code, output = invoke_cli(
         ["config", "show", "--config", "night.yaml", "--set", "training.policy.micro_batch_size=4", "--diff"],
         tmp_path,
     )
@@ -51,12 +37,12 @@ def test_diff_names_each_changed_key_with_its_origin(tmp_path: Path) -> None:
     assert not any(line.startswith("training.policy.lr") for line in lines)
     # One line per changed key: the preset's 14, the file's seed and the --set.
     assert len(lines) == 16
-    code, output = _invoke(["config", "show", "--diff"], tmp_path)
+    code, output = invoke_cli(["config", "show", "--diff"], tmp_path)
     assert (code, output.strip()) == (0, "# same as the embedded default")
 
 
 def test_a_bad_config_is_one_line_exit_1(tmp_path: Path) -> None:
-    code, output = _invoke(["config", "show", "--set", "training.policy.lr=2"], tmp_path)
+    code, output = invoke_cli(["config", "show", "--set", "training.policy.lr=2"], tmp_path)
     assert code == 1
     assert output.startswith("error: invalid config: 'training.policy.lr'"), output
     assert list(tmp_path.iterdir()) == []

@@ -48,12 +48,16 @@ STUDY = "st"
 def study_root(flow_env: FlowEnv) -> Path:
     """A finished study: arms policy and full, seed 1, one iteration of the test preset each.
 
+    The accuracy bands are open so both models update whatever the samples (a task whose rollouts all
+    win or all lose would otherwise leave the update empty, and the report's update figures without data).
     The first run may bootstrap the session's model cache (minutes on a loaded machine): a long timeout.
     """
     root = flow_env.base / "runs-study"
     flow_env.rla(
         "study", STUDY, "--preset", "test", "--arms", ",".join(ARMS), "--seeds", "1",
-        *flow_env.settings(root), "--set", "iterations=1", timeout=1500,
+        *flow_env.settings(root), "--set", "iterations=1",
+        "--set", "reward.policy_acc_band={low: 0.0, high: 1.0}", "--set", "reward.rm_acc_band={low: 0.0, high: 1.0}",
+        timeout=1500,
     )  # fmt: skip
     return root
 
