@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
+from rla_core import dispatch
 from rla_core.algo.adaptation import Goal
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
 from rla_core.config import ClusterBackend, ClusterConfig, Setting, load_config
@@ -80,7 +81,7 @@ def main() -> None:
     )
     for name, cluster in CONFIGS.items():
         start = time.perf_counter()
-        frames = rollout(request, setting=Setting.CODING, generator=spec, cluster=cluster)
+        frames = dispatch.rollout(request, setting=Setting.CODING, generator=spec, cluster=cluster)
         with stage_generator(spec, cluster) as gen:
             assert isinstance(gen, ShardedGenerator) == (cluster.backend is ClusterBackend.RAY)
             frames["unit_tests"] = setting.write_tests(
