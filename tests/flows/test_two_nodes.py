@@ -221,5 +221,10 @@ def test_updates_under_ray_train_one_worker_per_node_match_one_process_and_accel
         # gradient or counting a padding micro-batch as a row moves weights by about half an update (DDP test).
         largest = max(float((one[k] - start[k]).abs().max()) for k in one)
         worst = max(float((one[k] - ray[k]).abs().max()) for k in one)
+        if role == "reward" and largest == 0.0:
+            # The base run's iteration-1 reward update has no rows on the sampler's current draws (every
+            # judged task outside the RM band): a no-op, which copies the checkpoint on every path.
+            assert worst == 0.0 and all(torch.equal(ray[k], start[k]) for k in ray), role
+            continue
         assert largest > 0.0 and worst <= 0.05 * largest, (role, worst, largest)
     assert report["left"] == []
