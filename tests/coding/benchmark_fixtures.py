@@ -131,63 +131,69 @@ _LB_SORTED = {
     "starter_code": "class Solution:\n    def isSorted(self, nums: List[int]) -> bool:\n        ",
     "metadata": json.dumps({"func_name": "isSorted"}),
 }
+
+
+def _livebench_row(
+    question_id: str,
+    source: dict[str, Any],
+    turn: str,
+    public: list[dict[str, str]],
+    private: list[dict[str, str]],
+    *,
+    task: str = "LCB_generation",
+    solution: str = "",
+    remainder: str = "",
+    partial_solution: str = "",
+) -> dict[str, Any]:
+    """One row of LiveBench's coding table for the LiveCodeBench problem ``source``."""
+    return {
+        "question_id": question_id,
+        "category": "coding",
+        "turns": [turn],
+        "question_title": source["question_title"],
+        "public_test_cases": json.dumps(public),
+        "private_test_cases": pack(private),
+        "original_json": _original(source),
+        "release_date": dt.datetime(2025, 3, 1),
+        "citation": "fixture",
+        "task": task,
+        "livebench_release_date": dt.datetime(2025, 4, 2),
+        "livebench_removal_date": "",
+        "remainder": remainder,
+        "solution": solution,
+        "partial_solution": partial_solution,
+    }
+
+
 LIVEBENCH_ROWS: list[dict[str, Any]] = [
-    {
-        "question_id": "5b1c0a6e0f3d4c2b9a8e7d6c5b4a3921",
-        "category": "coding",
-        "turns": [_LB_PROMPT.format(q=_LB_SUM["question_content"])],
-        "question_title": _LB_SUM["question_title"],
-        "public_test_cases": json.dumps(stdin(("3\n1 2 3", "6"))),
-        "private_test_cases": pack(stdin(("1\n-5", "-5"), ("2\n10 -3", "7"))),
-        "original_json": _original(_LB_SUM),
-        "release_date": dt.datetime(2025, 3, 1),
-        "citation": "fixture",
-        "task": "LCB_generation",
-        "livebench_release_date": dt.datetime(2025, 4, 2),
-        "livebench_removal_date": "",
-        "remainder": "",
-        "solution": "input()\nprint(sum(map(int, input().split())))",
-        "partial_solution": "",
-    },
-    {
-        "question_id": "6c2d1b7f1a4e5d3c0b9f8e7d6c5b4a32",
-        "category": "coding",
-        "turns": [_LB_PROMPT.format(q=_LB_GAP["question_content"])],
-        "question_title": _LB_GAP["question_title"],
-        "public_test_cases": json.dumps(functional(("[1, 5, 2]", "4"))),
-        "private_test_cases": pack(functional(("[3, 3]", "0"), ("[10, 0, 4]", "10"))),
-        "original_json": _original(_LB_GAP),
-        "release_date": dt.datetime(2025, 3, 1),
-        "citation": "fixture",
-        "task": "LCB_generation",
-        "livebench_release_date": dt.datetime(2025, 4, 2),
-        "livebench_removal_date": "",
-        "remainder": "",
-        "solution": "",
-        "partial_solution": "",
-    },
-    {
-        "question_id": "7d3e2c8a2b5f6e4d1c0a9f8e7d6c5b43",
-        "category": "coding",
-        "turns": [
-            _LB_PROMPT.format(q=_LB_SORTED["question_content"])
-            + "Complete the code below; write the rest of it only.\n```python\n"
-            + _LB_SORTED["starter_code"]
-            + "\n```\n"
-        ],
-        "question_title": _LB_SORTED["question_title"],
-        "public_test_cases": json.dumps(functional(("[1, 2, 2]", "true"))),
-        "private_test_cases": pack(functional(("[3, 1]", "false"), ("[]", "true"))),
-        "original_json": _original(_LB_SORTED),
-        "release_date": dt.datetime(2025, 3, 1),
-        "citation": "fixture",
-        "task": "coding_completion",
-        "livebench_release_date": dt.datetime(2025, 4, 2),
-        "livebench_removal_date": "",
-        "remainder": "return all(a <= b for a, b in zip(nums, nums[1:]))",
-        "solution": "",
-        "partial_solution": _LB_SORTED["starter_code"],
-    },
+    _livebench_row(
+        "5b1c0a6e0f3d4c2b9a8e7d6c5b4a3921",
+        _LB_SUM,
+        _LB_PROMPT.format(q=_LB_SUM["question_content"]),
+        stdin(("3\n1 2 3", "6")),
+        stdin(("1\n-5", "-5"), ("2\n10 -3", "7")),
+        solution="input()\nprint(sum(map(int, input().split())))",
+    ),
+    _livebench_row(
+        "6c2d1b7f1a4e5d3c0b9f8e7d6c5b4a32",
+        _LB_GAP,
+        _LB_PROMPT.format(q=_LB_GAP["question_content"]),
+        functional(("[1, 5, 2]", "4")),
+        functional(("[3, 3]", "0"), ("[10, 0, 4]", "10")),
+    ),
+    _livebench_row(
+        "7d3e2c8a2b5f6e4d1c0a9f8e7d6c5b43",
+        _LB_SORTED,
+        _LB_PROMPT.format(q=_LB_SORTED["question_content"])
+        + "Complete the code below; write the rest of it only.\n```python\n"
+        + _LB_SORTED["starter_code"]
+        + "\n```\n",
+        functional(("[1, 2, 2]", "true")),
+        functional(("[3, 1]", "false"), ("[]", "true")),
+        task="coding_completion",
+        remainder="return all(a <= b for a, b in zip(nums, nums[1:]))",
+        partial_solution=_LB_SORTED["starter_code"],
+    ),
 ]
 
 # ---- CodeContests ------------------------------------------------------------------------------------
