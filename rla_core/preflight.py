@@ -140,11 +140,11 @@ def _load_tasks(cfg: RunConfig, path: str, *, held_out: bool) -> list[Any]:
 
 def _osworld_tasks(cfg: RunConfig, key: str, path: Path) -> list[Problem]:
     """OSWorld: the task list must load (every listed example present and valid); unavailable tasks warn."""
-    from rla_core.envs.osworld.tasks import load_tasks, unavailable
+    from rla_core.envs.osworld.tasks import load_tasks, task_key, unavailable
 
     tasks = load_tasks(path)
     cache = Path(cfg.gui.osworld.cache_dir)
-    blocked = [(str(t["id"]), reasons) for t in tasks if (reasons := unavailable(t, cache))]
+    blocked = [(task_key(t), reasons) for t in tasks if (reasons := unavailable(t, cache))]
     if not blocked:
         return []
     first_id, reasons = blocked[0]

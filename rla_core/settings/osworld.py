@@ -3,7 +3,8 @@
 Same loop, stages and artifacts as MiniWoB++ (:mod:`rla_core.settings.gui`, the other GUI engine): the
 step-wise OSWorld-style judge, the text-game labels, evaluation on the held-out task file. What differs:
 
-* tasks come from an OSWorld meta list or JSONL (:func:`rla_core.envs.osworld.tasks.load_tasks`); a task that
+* tasks come from an OSWorld meta list or JSONL (:func:`rla_core.envs.osworld.tasks.load_tasks`), each slot
+  named by its task key ``<domain>/<id>`` (:func:`~rla_core.envs.osworld.tasks.task_key`); a task that
   cannot run here (files not in ``gui.osworld.cache_dir``, root, network, missing programs) is **reported
   unavailable and left out** — logged with its reasons (the URL of every missing file) — never run or scored;
 * episodes run on a pool of ``gui.osworld.desktops`` desktops, one per open episode, so a request's episodes
@@ -62,7 +63,7 @@ RANDOM_DEMO_STEPS = 3  # steps of the one random trajectory per task that gives 
 
 def load_available(path: str | Path, section: OsworldCache | None, *, what: str) -> list[dict[str, Any]]:
     """The runnable tasks of a task file; each unavailable one is logged with its reasons and left out."""
-    from rla_core.envs.osworld.tasks import load_tasks, unavailable
+    from rla_core.envs.osworld.tasks import load_tasks, task_key, unavailable
 
     cache = Path(need(section, Setting.GUI).cache_dir)
     tasks = load_tasks(resolve_data_path(path))
@@ -70,7 +71,9 @@ def load_available(path: str | Path, section: OsworldCache | None, *, what: str)
     for task in tasks:
         reasons = unavailable(task, cache)
         if reasons:
-            log.warning("OSWorld %s task %s is unavailable here: %s", what, task["id"], "; ".join(reasons))
+            log.warning(
+                "OSWorld %s task %s is unavailable here: %s", what, task_key(task), "; ".join(reasons)
+            )
         else:
             runnable.append(task)
     if not runnable:
@@ -116,17 +119,22 @@ class OsworldSetting:
             yield env
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
+        from rla_core.envs.osworld.tasks import task_key
+
         section = need(inputs.gui, Setting.GUI)
         tasks = load_available(section.tasks, section.osworld, what="training")
-        return [(t["id"], self.env_name, t) for t in tasks]
+        return [(task_key(t), self.env_name, t) for t in tasks]
 
     def eval_tasks(self, inputs: EvaluateInputs, path: str | Path | None) -> list[PlayTask]:
+        from rla_core.envs.osworld.tasks import task_key
+
         section = need(inputs.gui, Setting.GUI)
         tasks = load_available(path or section.eval_tasks, section.osworld, what="evaluation")
-        return [PlayTask(t["id"], t["id"], False, t) for t in tasks]
+        return [PlayTask(task_key(t), task_key(t), False, t) for t in tasks]
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
         from rla_core.envs.demos import DEMO_COLUMNS, DemoStep, judge_row, play_demo, policy_row
+        from rla_core.envs.osworld.tasks import task_key
         from rla_core.envs.prompts import template_texts
         from rla_core.envs.rollout import derive_seed
 
@@ -149,7 +157,7 @@ class OsworldSetting:
                     out.append(
                         (play_demo(env, spec, choose=expert, max_steps=len(plan), history_turns=turns), True)
                     )
-                rng = random.Random(derive_seed(seed, spec["id"], "random-demo"))
+                rng = random.Random(derive_seed(seed, task_key(spec), "random-demo"))
 
                 def pick(step: int, actions: list[str], _ep: Any) -> str | None:
                     return rng.choice(actions) if actions else None

@@ -1,19 +1,29 @@
 """Fill ``desktop_env``'s file cache from a folder of downloaded files, and report which tasks can run.
 
-OSWorld's set-up (``download`` steps) and its ``cloud_file`` getter look in ``<cache>/<task id>/`` before
-downloading: a set-up file as ``<uuid5(URL)>_<basename of its path>``, a getter's file as its ``dest``. Local
-desktops have no network, so a task runs here only when those files are in the cache. :func:`fill` copies
-them from a folder the user downloaded them into, found by file name, first in ``<source>/<task id>/`` then
-in ``<source>/`` (the name is the basename of the set-up path, or the getter's ``dest``).
+**Layout.** OSWorld's set-up (``download`` steps) and its ``cloud_file`` getter look in ``<cache>/<task id>/``
+before downloading: a set-up file as ``<uuid5(URL)>_<basename of its path>``, a getter's file as its ``dest``.
+A task here is its (domain, id), and OSWorld lists some ids under two domains, so the id ``DesktopEnv``
+receives is our task key ``<domain>/<id>`` and a task's folder is **``<cache>/<domain>/<id>/``**
+(``<cache>/<id>/`` for a task without a domain, e.g. a JSONL line without ``domain``): one function builds it,
+:func:`rla_core.envs.osworld.tasks.task_cache`, and ``DesktopEnv`` joins the same path itself. Two tasks of
+the same id in different domains never share a file.
+
+Local desktops have no network, so a task runs here only when those files are in the cache. :func:`fill` copies
+them from a folder the user downloaded them into, found by file name, first in ``<source>/<domain>/<id>/``,
+then ``<source>/<id>/``, then ``<source>/`` (the name is the basename of the set-up path, or the getter's
+``dest``).
 
 Commands::
 
     python -m rla_core.envs.osworld.cache fill TASKS SOURCE [--cache-dir .cache/osworld]
-    python -m rla_core.envs.osworld.cache check TASKS [--cache-dir .cache/osworld]
+    python -m rla_core.envs.osworld.cache check TASKS [--cache-dir .cache/osworld] [--tasks] [--require-all]
 
 ``TASKS`` is an OSWorld meta list (``evaluation_examples/test_all.json``) or a JSONL file of examples. ``fill``
-prints one line per file copied or still missing (with its URL); ``check`` one line per task: ``available``
-or ``unavailable`` with every reason. Both exit 1 when a task stays unavailable.
+prints one line per file copied or still missing (with its URL) and exits 1 when a file is still missing.
+``check`` prints, per domain, how many tasks are available and unavailable, and the reasons by category (how
+many tasks each keeps out; a task counts once per category); ``--tasks`` adds one line per task first
+(``available``, or ``unavailable`` with every reason). A task that cannot run here is a report, not an
+error: ``check`` exits 0 once the list loads, unless ``--require-all`` asks for every task to be available.
 """
 
 from __future__ import annotations
@@ -22,16 +32,19 @@ import argparse
 import os
 import shutil
 import sys
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rla_core.envs.osworld.tasks import load_tasks, needed_files, unavailable
+from rla_core.envs.desktop.availability import Reason
+from rla_core.envs.osworld.tasks import load_tasks, needed_files, task_cache, task_key, unavailability
 
 
 @dataclass(frozen=True)
 class FillResult:
-    """What :func:`fill` did: files copied and files still missing, as (task id, field, URL, cache path)."""
+    """What :func:`fill` did: files copied and files still missing, as (task key, field, URL, cache path)."""
 
     copied: list[tuple[str, str, str, Path]]
     missing: list[tuple[str, str, str, Path]]
@@ -51,26 +64,45 @@ def fill(tasks: list[dict[str, Any]], source: Path, cache_dir: Path) -> FillResu
     """Copy every needed file found under ``source`` into ``cache_dir`` (existing cache files are kept)."""
     copied, missing = [], []
     for task in tasks:
+        key, folder = task_key(task), task_cache(cache_dir, task)
+        per_task = (task_cache(source, task), source / task["id"])
         for field, url, name in needed_files(task):
-            target = cache_dir / task["id"] / name
+            target = folder / name
             if target.is_file():
                 continue
             plain = _source_name(task, field, name)
-            found = next(
-                (
-                    p
-                    for p in (source / task["id"] / plain, source / plain, source / task["id"] / name)
-                    if p.is_file()
-                ),
-                None,
-            )
+            places = [*(d / plain for d in per_task), source / plain, *(d / name for d in per_task)]
+            found = next((p for p in places if p.is_file()), None)
             if found is None:
-                missing.append((task["id"], field, url, target))
+                missing.append((key, field, url, target))
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(found, target)
-            copied.append((task["id"], field, url, target))
+            copied.append((key, field, url, target))
     return FillResult(copied=copied, missing=missing)
+
+
+def summary(tasks: list[dict[str, Any]], found: list[list[Reason]]) -> Iterator[str]:
+    """The availability tables (Markdown): per domain, tasks available and not; per reason category, how many
+    tasks it keeps out (a task counts once per category, so the counts add up to more than the unavailable).
+    ``found[i]`` are the reasons of ``tasks[i]``."""
+    domains: dict[str, list[int]] = {}
+    categories: Counter[str] = Counter()
+    for task, why in zip(tasks, found, strict=True):
+        counts = domains.setdefault(str(task.get("domain") or "-"), [0, 0])
+        counts[bool(why)] += 1
+        categories.update({r.category for r in why})
+    total = [sum(c[i] for c in domains.values()) for i in (0, 1)]
+    yield "| domain | tasks | available | unavailable |"
+    yield "|---|---:|---:|---:|"
+    for domain, (ok, bad) in sorted(domains.items()):
+        yield f"| {domain} | {ok + bad} | {ok} | {bad} |"
+    yield f"| **all** | **{sum(total)}** | **{total[0]}** | **{total[1]}** |"
+    yield ""
+    yield "| reason (category) | tasks it keeps out |"
+    yield "|---|---:|"
+    for category, n in sorted(categories.items(), key=lambda kv: (-kv[1], kv[0])):
+        yield f"| {category} | {n} |"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,24 +115,30 @@ def main(argv: list[str] | None = None) -> int:
     fill_p.add_argument("source", type=Path)
     check_p = sub.add_parser("check", help="list which tasks can run here and why not")
     check_p.add_argument("tasks", type=Path)
+    check_p.add_argument("--tasks", dest="per_task", action="store_true", help="one line per task first")
+    check_p.add_argument("--require-all", action="store_true", help="exit 1 unless every task is available")
     for p in (fill_p, check_p):
         p.add_argument("--cache-dir", type=Path, default=Path(".cache/osworld"))
     args = parser.parse_args(argv)
     tasks = load_tasks(args.tasks)
     if args.command == "fill":
         result = fill(tasks, args.source, args.cache_dir)
-        for tid, field, url, target in result.copied:
-            print(f"copied  {tid} {field}: {url} -> {target}")
-        for tid, field, url, _target in result.missing:
-            print(f"missing {tid} {field}: {url} (put it in {args.source / tid} or {args.source})")
-    bad = 0
-    for task in tasks:
-        reasons = unavailable(task, args.cache_dir)
-        bad += bool(reasons)
-        if args.command == "check" or reasons:
-            print(f"{task['id']}: " + ("unavailable: " + "; ".join(reasons) if reasons else "available"))
-    print(f"{len(tasks) - bad} of {len(tasks)} tasks can run here")
-    return 1 if bad else 0
+        for key, field, url, target in result.copied:
+            print(f"copied  {key} {field}: {url} -> {target}")
+        for key, field, url, _target in result.missing:
+            print(f"missing {key} {field}: {url} (put it in {args.source / key} or {args.source})")
+        return 1 if result.missing else 0
+    found = [unavailability(task, args.cache_dir) for task in tasks]
+    if args.per_task:
+        for task, why in zip(tasks, found, strict=True):
+            state = "unavailable: " + "; ".join(r.text for r in why) if why else "available"
+            print(f"{task_key(task)}: {state}")
+        print()
+    for line in summary(tasks, found):
+        print(line)
+    bad = sum(bool(why) for why in found)
+    print(f"\n{len(tasks) - bad} of {len(tasks)} tasks can run here (cache: {args.cache_dir})")
+    return 1 if bad and args.require_all else 0
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 **Format** (spec §3.3). A task spec is an OSWorld example JSON in RLAnything's adaptive form:
 
-* ``id``, ``config`` (set-up steps), optional ``snapshot``, ``source``, ``related_apps``, ``proxy``;
+* ``id``, optional ``config`` (set-up steps; none is an empty list, as OSWorld's ``DesktopEnv`` reads it), ``snapshot``, ``source``, ``related_apps``, ``proxy``;
 * ``current_task`` = ``{evaluator_key: instruction}`` — exactly one key: the variant played;
 * ``task_template`` = ``{evaluator_key: canonical instruction}`` — the variants a rewrite may switch to,
   easiest first (our parametric rewriter reads the order as difficulty; the paper leaves it to its LLM);
@@ -20,11 +20,18 @@ files) gets its ``current_task`` as template.
 (``{"<domain>": ["<id>", …]}``, e.g. ``test_all.json``) whose examples are ``<its folder>/examples/<domain>/<id>.json``,
 or a JSONL file of examples.
 
+**Identity** (:func:`task_key`): a task is its (domain, id) — OSWorld's own ``test_all.json`` lists 11 ids
+under both ``chrome`` and ``thunderbird``, different tasks in different files. Its key ``"<domain>/<id>"``
+(``"<id>"`` for a task without a domain, e.g. a JSONL line without ``domain``) is its slot in the task set,
+its ``task_id`` in every artifact, what seeds derive from and the ``id`` ``DesktopEnv`` receives — so that
+its file cache, ``<cache>/<id>`` in ``desktop_env``, is ``<cache>/<domain>/<id>`` (:func:`task_cache`). The
+same key twice in one source is an error.
+
 **Checks**: :func:`check_task` — the structure above, and that every set-up type, getter and metric exists
 in ``desktop_env`` (an unknown one is an :class:`OsworldTaskError` naming the task and the field, never a
 crash in the middle of an episode); :func:`missing_files` — set-up downloads and ``cloud_file`` getters
 whose file is not in ``desktop_env``'s cache; :func:`unavailable` — every reason the task cannot run on a
-local desktop (:func:`rla_core.envs.desktop.availability.unavailable_reasons` per evaluator key).
+local desktop (:func:`rla_core.envs.desktop.availability.reasons` per evaluator key, with categories).
 """
 
 from __future__ import annotations
@@ -34,13 +41,16 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rla_core.errors import EnvironmentSpecError
 
+if TYPE_CHECKING:
+    from rla_core.envs.desktop.availability import Reason
+
 DEFAULT_KEY = "default"
-REQUIRED = ("id", "config", "current_task", "task_template", "evaluator_list")
-OPTIONAL = ("snapshot", "source", "related_apps", "proxy", "hints", "solutions", "domain", "trajectory", "possibility_of_env_change", "fixed_ip")  # fmt: skip
+REQUIRED = ("id", "current_task", "task_template", "evaluator_list")
+OPTIONAL = ("config", "snapshot", "source", "related_apps", "proxy", "hints", "solutions", "domain", "trajectory", "possibility_of_env_change", "fixed_ip")  # fmt: skip
 
 
 class OsworldTaskError(EnvironmentSpecError):
@@ -67,8 +77,10 @@ def normalise(example: dict[str, Any], *, domain: str | None = None) -> dict[str
         task.pop("instruction", None)  # the adaptive form's instruction is current_task's
         task.pop("evaluator", None)
     task.setdefault("task_template", dict(task["current_task"]))
-    if domain is not None:
-        task.setdefault("domain", domain)
+    task.setdefault("config", [])  # as DesktopEnv reads a task without one
+    if domain is not None and task.setdefault("domain", domain) != domain:
+        raise _fail(task, "domain", f"{task['domain']!r} is not {domain!r}, the domain the meta list names it under",
+                    "drop the example's domain or list it under its own")  # fmt: skip
     unknown = sorted(set(task) - set(REQUIRED) - set(OPTIONAL))
     if unknown:
         raise _fail(task, str(unknown), "unknown top-level keys",
@@ -123,6 +135,10 @@ def check_task(task: dict[str, Any]) -> None:
         raise _fail(
             task, "id", f"{task['id']!r} is not a non-empty string without '/'", "ids name cache folders"
         )
+    domain = task.get("domain")
+    if domain is not None and (not isinstance(domain, str) or not domain or "/" in domain):
+        raise _fail(task, "domain", f"{domain!r} is not a non-empty string without '/'",
+                    "domains name cache folders (the meta list's keys)")  # fmt: skip
     for name in ("current_task", "task_template", "evaluator_list"):
         value = task[name]
         if not isinstance(value, dict) or not value:
@@ -148,7 +164,7 @@ def check_task(task: dict[str, Any]) -> None:
         raise _fail(task, f"current_task[{key!r}]", "is not a key of task_template",
                     f"use one of {sorted(task['task_template'])}")  # fmt: skip
     setups, gets, funcs = desktop_env_names()
-    _check_steps(task, task["config"], "config", setups)
+    _check_steps(task, task.get("config", []), "config", setups)
     for ekey, ev in task["evaluator_list"].items():
         where = f"evaluator_list[{ekey!r}]"
         if not isinstance(ev, dict) or "func" not in ev:
@@ -187,6 +203,23 @@ def check_task(task: dict[str, Any]) -> None:
             )
 
 
+def task_key(task: dict[str, Any]) -> str:
+    """A task's identity: ``"<domain>/<id>"``, or ``"<id>"`` for a task without a domain (module docstring).
+
+    >>> task_key({"id": "bb5e4c0d", "domain": "thunderbird"}), task_key({"id": "p1"})
+    ('thunderbird/bb5e4c0d', 'p1')
+    """
+    domain = task.get("domain")
+    return f"{domain}/{task['id']}" if domain else str(task["id"])
+
+
+def task_cache(cache_dir: Path, task: dict[str, Any]) -> Path:
+    """The task's folder in ``desktop_env``'s file cache: ``<cache_dir>/<domain>/<id>`` (``<cache_dir>/<id>``
+    without a domain). ``DesktopEnv`` builds the same path, ``<cache_dir>/<its task id>``, because
+    :func:`desktop_task` hands it the task key as id."""
+    return cache_dir.joinpath(*task_key(task).split("/"))
+
+
 def current_key(task: dict[str, Any]) -> str:
     """The evaluator key being played (the one key of ``current_task``)."""
     return str(next(iter(task["current_task"])))
@@ -223,10 +256,11 @@ def difficulty(task: dict[str, Any]) -> tuple[int, int]:
 
 
 def desktop_task(task: dict[str, Any]) -> dict[str, Any]:
-    """The OSWorld task JSON ``DesktopEnv.reset`` takes: the current key's instruction and evaluator."""
+    """The OSWorld task JSON ``DesktopEnv.reset`` takes: the current key's instruction and evaluator; its
+    ``id`` is the task key, which names the task's cache folder (:func:`task_cache`)."""
     key = current_key(task)
     out = {
-        "id": task["id"],
+        "id": task_key(task),
         "instruction": task["current_task"][key],
         "config": task["config"],
         "evaluator": task["evaluator_list"][key],
@@ -272,11 +306,12 @@ def load_tasks(path: Path) -> list[dict[str, Any]]:
                 except json.JSONDecodeError as exc:
                     raise OsworldTaskError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
                 out.append(_checked(example, None, f"{path}:{lineno}"))
-    ids = [t["id"] for t in out]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
+    keys = [task_key(t) for t in out]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
         raise OsworldTaskError(
-            f"'{path}' lists the task ids {dup} more than once; ids name slots and cache folders"
+            f"'{path}' lists the tasks {dup} (domain/id) more than once; a task's domain and id name its "
+            "slot and its cache folder, so list each once"
         )
     if not out:
         raise OsworldTaskError(f"'{path}' lists no task")
@@ -296,7 +331,7 @@ def _checked(example: Any, domain: str | None, where: str) -> dict[str, Any]:
 
 
 def _all_steps(task: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    steps = [(f"config[{i}]", s) for i, s in enumerate(task["config"])]
+    steps = [(f"config[{i}]", s) for i, s in enumerate(task.get("config", []))]
     for key, ev in task["evaluator_list"].items():
         steps += [
             (f"evaluator_list[{key!r}].postconfig[{i}]", s) for i, s in enumerate(ev.get("postconfig", []))
@@ -305,7 +340,7 @@ def _all_steps(task: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def needed_files(task: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(field, URL, file name under ``<cache>/<task id>/``) of every file ``desktop_env`` would download."""
+    """(field, URL, file name in :func:`task_cache`) of every file ``desktop_env`` would download."""
     out: list[tuple[str, str, str]] = []
     for field, step in _all_steps(task):
         if step.get("type") == "download":
@@ -328,7 +363,7 @@ def needed_files(task: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def missing_files(task: dict[str, Any], cache_dir: Path) -> list[str]:
     """One line per needed file that is not in the cache: the field, the URL it needs and where it goes."""
-    folder = cache_dir / task["id"]
+    folder = task_cache(cache_dir, task)
     return [
         f"{field} needs {url} (not in the cache as {folder / name})"
         for field, url, name in needed_files(task)
@@ -336,14 +371,20 @@ def missing_files(task: dict[str, Any], cache_dir: Path) -> list[str]:
     ]
 
 
-def unavailable(task: dict[str, Any], cache_dir: Path) -> list[str]:
-    """Why ``task`` cannot run on a local desktop (files not cached, root, network, programs); empty: it can."""
-    from rla_core.envs.desktop.availability import unavailable_reasons
+def unavailability(task: dict[str, Any], cache_dir: Path) -> list[Reason]:
+    """Why ``task`` cannot run on a local desktop, over every evaluator key, with the category of each reason
+    (:mod:`rla_core.envs.desktop.availability`); empty: it can."""
+    from rla_core.envs.desktop.availability import NETWORK_FILES, Reason, reasons
 
-    reasons = missing_files(task, cache_dir)
+    out = [Reason(NETWORK_FILES, line) for line in missing_files(task, cache_dir)]
     for key in task["evaluator_list"]:
         variant = desktop_task({**task, "current_task": {key: task["task_template"][key]}})
-        for reason in unavailable_reasons(variant, cache_dir):
-            if not reason.startswith(("downloads ", "getter 'cloud_file'")) and reason not in reasons:
-                reasons.append(reason)  # file reasons come from missing_files, with the field
-    return reasons
+        for reason in reasons(variant, cache_dir):
+            if reason.category != NETWORK_FILES and reason not in out:
+                out.append(reason)  # file reasons come from missing_files, with the field
+    return out
+
+
+def unavailable(task: dict[str, Any], cache_dir: Path) -> list[str]:
+    """Why ``task`` cannot run on a local desktop (files not cached, root, network, programs …); empty: it can."""
+    return [r.text for r in unavailability(task, cache_dir)]

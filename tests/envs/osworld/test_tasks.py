@@ -185,3 +185,114 @@ def test_osworld_accept_rule_is_the_shared_one_and_rejects_after_acc_0() -> None
     assert accept_variant(0.25, 0.0, "easier", cfg=cfg).accepted
     assert not accept_variant(0.1, 1.0, "harder", cfg=cfg).accepted  # below the band's low 0.2
     assert not accept_variant(1.0, 0.0, "easier", cfg=cfg).accepted  # above the band's high 0.8
+
+
+OFFICIAL = PROJECT_ROOT / "data" / "gui" / "osworld" / "official"
+
+
+def _meta(
+    tmp_path: Path, listing: dict[str, list[str]], examples: dict[tuple[str, str], dict[str, Any]]
+) -> Path:
+    """A meta list in OSWorld's layout: ``examples/<domain>/<id>.json`` beside it."""
+    for (domain, tid), example in examples.items():
+        (tmp_path / "examples" / domain).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "examples" / domain / f"{tid}.json").write_text(json.dumps(example))
+    (tmp_path / "meta.json").write_text(json.dumps(listing))
+    return tmp_path / "meta.json"
+
+
+def _plain(tid: str, instruction: str, **extra: Any) -> dict[str, Any]:
+    return {"id": tid, "instruction": instruction, "evaluator": {"func": "infeasible"}, **extra}
+
+
+def test_an_example_without_config_loads_with_no_set_up(tmp_path: Path) -> None:
+    [task] = tasks.load_tasks(_meta(tmp_path, {"os": ["c1"]}, {("os", "c1"): _plain("c1", "Set Python 3.")}))
+    assert task["config"] == [] and tasks.desktop_task(task)["config"] == []  # as DesktopEnv reads it
+    assert tasks.unavailable(task, tmp_path / "cache") == []
+
+
+def test_the_same_id_in_two_domains_is_two_tasks_with_their_own_keys_and_cache_folders(
+    tmp_path: Path,
+) -> None:
+    dl = {"type": "download", "parameters": {"files": [{"url": URL, "path": "/home/user/a.txt"}]}}
+    meta = _meta(tmp_path, {"chrome": ["x"], "thunderbird": ["x"]}, {
+        ("chrome", "x"): _plain("x", "Make Bing the search engine.", config=[dl]),
+        ("thunderbird", "x"): _plain("x", "Remove the account.", config=[dl]),
+    })  # fmt: skip
+    chrome, bird = tasks.load_tasks(meta)
+    assert (chrome["domain"], bird["domain"]) == ("chrome", "thunderbird")
+    assert (tasks.task_key(chrome), tasks.task_key(bird)) == ("chrome/x", "thunderbird/x")
+    cache_dir = tmp_path / "cache"
+    assert tasks.task_cache(cache_dir, chrome) == cache_dir / "chrome" / "x"
+    assert tasks.task_cache(cache_dir, bird) == cache_dir / "thunderbird" / "x"
+    # DesktopEnv's own cache folder is os.path.join(cache_dir, id): the same folders
+    assert [tasks.desktop_task(t)["id"] for t in (chrome, bird)] == ["chrome/x", "thunderbird/x"]
+    name = f"{uuid.uuid5(uuid.NAMESPACE_URL, URL)}_a.txt"
+    assert tasks.missing_files(bird, cache_dir) == [
+        f"config[0].parameters.files[0] needs {URL} (not in the cache as {cache_dir / 'thunderbird' / 'x' / name})"
+    ]
+    # fill: per task (<source>/<domain>/<id>) first, so each task gets its own file
+    for domain in ("chrome", "thunderbird"):
+        (tmp_path / "src" / domain / "x").mkdir(parents=True)
+        (tmp_path / "src" / domain / "x" / "a.txt").write_text(domain)
+    assert cache.main(["fill", str(meta), str(tmp_path / "src"), "--cache-dir", str(cache_dir)]) == 0
+    assert (cache_dir / "chrome" / "x" / name).read_text() == "chrome"
+    assert (cache_dir / "thunderbird" / "x" / name).read_text() == "thunderbird"
+    assert tasks.unavailable(chrome, cache_dir) == tasks.unavailable(bird, cache_dir) == []
+
+
+def test_the_same_domain_and_id_twice_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    meta = _meta(tmp_path, {"os": ["x", "x"]}, {("os", "x"): _plain("x", "Do it.")})
+    with pytest.raises(OsworldTaskError) as err:
+        tasks.load_tasks(meta)
+    assert str(err.value).startswith(f"'{meta}' lists the tasks ['os/x'] (domain/id) more than once")
+    meta = _meta(tmp_path, {"os": ["y"]}, {("os", "y"): _plain("y", "Do it.", domain="chrome")})
+    with pytest.raises(
+        OsworldTaskError, match=r"examples/os/y.json: OSWorld task 'y', field domain: 'chrome' is not 'os'"
+    ):
+        tasks.load_tasks(meta)
+
+
+def test_the_official_list_loads_and_cache_check_reports_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rla_core.envs.desktop import availability
+    from rla_core.envs.desktop.parity import GLOBAL_SHORTCUTS
+
+    loaded = tasks.load_tasks(OFFICIAL / "test_all.json")
+    keys = [tasks.task_key(t) for t in loaded]
+    # published: 369 entries, 358 ids (11 listed under both chrome and thunderbird), 369 distinct tasks
+    assert (len(loaded), len({t["id"] for t in loaded}), len(set(keys))) == (369, 358, 369)
+    by_key = dict(zip(keys, loaded, strict=True))
+    assert by_key["os/c288e301-e626-4b98-a1ab-159dcb162af5"]["config"] == []  # the example without config
+
+    def categories(key: str) -> set[str]:
+        return {r.category for r in tasks.unavailability(by_key[key], tmp_path / "cache")}
+
+    # needs of official os tasks that no installation here changes (hand-read from their JSON)
+    assert availability.SOUND in categories("os/28cc3b7e-b194-4bc9-8353-d04c0f4d56d2")  # pactl
+    assert availability.SYSTEMD in categories("os/b6781586-6346-41cd-935a-a6b1487918fc")  # timedatectl
+    assert availability.GNOME_SHELL in categories("os/ec4e3f68-9ea4-4c18-a5c9-69f89d1178b3")  # favourites
+    assert availability.ROOT in categories("os/a462a795-fdc7-4b23-b689-e8b6df786b78")  # sudo su
+    assert availability.INSTALLING in categories("os/94d95f96-9699-4208-98ba-3c3119edf9c2")  # Spotify
+    # the evaluator's own postconfig opens a terminal with Ctrl+Alt+T
+    shortcut = availability.SHORTCUT in categories("os/13584542-872b-42d8-b299-866967b5c3ef")
+    assert shortcut == ("ctrl+alt+t" not in GLOBAL_SHORTCUTS)
+
+    assert cache.main(["check", str(OFFICIAL / "test_all.json"), "--cache-dir", str(tmp_path / "cache")]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    domains = {r[0].strip(): [int(c) for c in r[1:]] for r in rows if len(r) == 4 and r[1].strip().isdigit()}
+    assert set(domains) == {"chrome", "gimp", "libreoffice_calc", "libreoffice_impress", "libreoffice_writer",
+                            "multi_apps", "os", "thunderbird", "vlc", "vs_code"}  # fmt: skip
+    assert sum(n for n, _ok, _bad in domains.values()) == 369 and all(
+        n == ok + bad for n, ok, bad in domains.values()
+    )
+    available = sum(ok for _n, ok, _bad in domains.values())
+    assert f"| **all** | **369** | **{available}** | **{369 - available}** |" in out
+    assert "| files to download (not in the cache) |" in out and "tasks it keeps out" in out
+    assert f"{available} of 369 tasks can run here" in out
+    assert "os/c288e301-e626-4b98-a1ab-159dcb162af5: available" not in out  # per-task lines only with --tasks
+    assert cache.main(["check", str(OFFICIAL / "test_all.json"), "--cache-dir", str(tmp_path / "cache"),
+                       "--tasks", "--require-all"]) == 1  # fmt: skip
+    assert "os/c288e301-e626-4b98-a1ab-159dcb162af5: available" in capsys.readouterr().out
