@@ -7,8 +7,11 @@ names them), the mean over the seeds present of, per iteration:
   ``env/mean_task_acc`` (label) it shows the pool's difficulty drift under adaptation;
 * ``zero-adv share`` — policy rows whose advantage is 0 (``label: policy/rows_zero_advantage`` /
   ``policy/rows_total``): the share of steps the update cannot learn from;
-* ``RM step acc`` — the judge's agreement with the engine's optimal next actions (``judge:
-  reward_model/step_accuracy``) and ``RM outcome agr.`` with the episodes' outcomes;
+* ``RM step acc (raw)`` — the judge's agreement with the engine's optimal next actions (``judge:
+  reward_model/step_accuracy``); ``RM step balanced acc`` — the mean of its recalls on good and on bad steps
+  (0.5 for a judge that calls every step the same); ``RM good verdicts`` — the share of steps it calls good;
+  ``good steps`` — the share that are good (a judge calling every step bad scores 1 − this raw accuracy);
+  ``RM outcome agr.`` — its agreement with the episodes' outcomes;
 * ``accepted`` — pending rewrites accepted into the pool (``label: env/pending_accepted``).
 
 Nothing is recomputed: every number is a stage metric the run recorded. Writes a Markdown table.
@@ -31,7 +34,10 @@ COLUMNS = (  # (header, stage, metric, denominator metric or None, format)
     ("pool task acc", "label", "env/mean_task_acc", None, ".3f"),
     ("zero-adv share", "label", "policy/rows_zero_advantage", "policy/rows_total", ".3f"),
     ("policy rows kept", "label", "policy/rows_kept", None, ".1f"),
-    ("RM step acc", "judge", "reward_model/step_accuracy", None, ".3f"),
+    ("RM step acc (raw)", "judge", "reward_model/step_accuracy", None, ".3f"),
+    ("RM step balanced acc", "judge", "reward_model/step_balanced_accuracy", None, ".3f"),
+    ("RM good verdicts", "judge", "reward_model/good_verdict_share", None, ".3f"),
+    ("good steps", "judge", "reward_model/good_step_share", None, ".3f"),
     ("RM outcome agr.", "judge", "reward_model/outcome_agreement", None, ".3f"),
     ("accepted", "label", "env/pending_accepted", None, ".1f"),
 )

@@ -11,14 +11,16 @@ Iteration 0 seeds the task registry, bootstraps the models and evaluates the war
 
 Ablation switches (paper Table 1 rows, Fig. 1): ``reward.use_outcome`` / ``reward.use_stepwise``
 (in the label stage), ``training.reward.enabled=false`` (frozen reward model) and
-``adaptation.enabled=false`` (static environment).
+``adaptation.enabled=false`` (static environment). ``judge.source=oracle`` is a diagnostic, not an ablation
+of the paper: no judge stage runs and the label stage takes each step's votes from the engine's optimal
+actions (privileged information), the upper bound of the step-wise reward.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rla_core.config import Setting
+from rla_core.config import JudgeSource, Setting
 from rla_core.settings.base import eval_due
 from rla_core.stage_inputs import StageName
 from rla_core.store import ArtifactStore
@@ -64,8 +66,10 @@ def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopSta
         )
         executions = execute(run, iteration, rollouts=rollouts, unit_tests=unit_tests, tasks=state.tasks)
         signals = {"unit_tests": unit_tests, "executions": executions}
-    else:  # text games, GUI
+    elif cfg.judge.source is JudgeSource.REWARD_MODEL:  # text games, GUI
         signals = {"judgments": judge(run, iteration, rollouts=rollouts, reward_model=state.reward_model)}
+    else:  # the oracle diagnostic: the label stage takes its votes from the engine's optimal actions
+        signals = {}
     # 3. Labels: integrated policy rewards, reward-model consistency rewards, pending-task decisions.
     labels = label(run, iteration, rollouts=rollouts, tasks=state.tasks, **signals)
     # 4. Environment adaptation: rewrite too-easy / too-hard tasks (skipped for a static environment).

@@ -41,6 +41,7 @@ ARM_COLORS = {
     "reward": "#ff7f0e",
     "full": "#2ca02c",
     "stepwise-only": "#9467bd",
+    "oracle-stepwise": "#8c564b",
 }
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
@@ -177,7 +178,9 @@ def run_figures(frame: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str], li
     fig = go.Figure()
     for i, (metric, label) in enumerate(
         (
-            ("reward_model/step_accuracy", "step accuracy"),
+            ("reward_model/step_accuracy", "step accuracy (raw)"),
+            ("reward_model/step_balanced_accuracy", "step balanced accuracy"),
+            ("reward_model/good_verdict_share", "share of steps called good"),
             ("reward_model/outcome_agreement", "outcome agreement"),
         )
     ):
@@ -384,7 +387,20 @@ def study_figures(frame: pl.DataFrame, arms: Sequence[str]) -> dict[str, Any]:
             True,
         ),
         ("train", "policy/success_rate", "Train success (mean over seeds)", "success rate", True),
-        ("rm_step_accuracy", "reward_model/step_accuracy", "Reward-model step accuracy", "accuracy", True),
+        (
+            "rm_step_accuracy",
+            "reward_model/step_accuracy",
+            "Reward-model step accuracy (raw)",
+            "accuracy",
+            True,
+        ),
+        (
+            "rm_step_balanced_accuracy",
+            "reward_model/step_balanced_accuracy",
+            "Reward-model step balanced accuracy (0.5 = a constant judge)",
+            "accuracy",
+            True,
+        ),
         ("accepted", "env/pool_accepted", "Accepted rewritten tasks (cumulative)", "tasks", False),
         ("policy_kl", "policy/kl", "Policy update KL (k3)", "KL", False),
     )

@@ -57,13 +57,18 @@ ARMS: dict[str, tuple[str, ...]] = {
     "reward": ("adaptation.enabled=false",),
     "full": (),
     "stepwise-only": ("reward.use_outcome=false", "adaptation.enabled=false"),
+    "oracle-stepwise": ("training.reward.enabled=false", "adaptation.enabled=false", "judge.source=oracle"),
 }
+# Arms that read what the method never sees (the engine's optimal actions): diagnostics, marked in tables.
+PRIVILEGED_ARMS = frozenset({"oracle-stepwise"})
 ARM_DESCRIPTIONS: dict[str, str] = {
     "outcome-only": "outcome reward only, reward model frozen, static environment (GRPO)",
     "policy": "outcome + step-wise reward, reward model frozen, static environment",
     "reward": "+ reward-model training (consistency feedback)",
     "full": "+ environment adaptation (the full method)",
     "stepwise-only": "step-wise reward only, reward model trained, static environment",
+    "oracle-stepwise": "PRIVILEGED diagnostic: outcome + step-wise reward with the engine's optimal actions as "
+    "the votes (no judge), static environment — the step-wise channel's upper bound",
 }
 DEFAULT_ARMS: tuple[str, ...] = ("outcome-only", "policy", "reward", "full")
 DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3)
@@ -336,12 +341,17 @@ def summary_tables(summary: StudySummary) -> list[SummaryTable]:
     def yes(flag: bool) -> str:
         return "yes" if flag else "no"
 
+    def arm(name: str) -> str:
+        return f"{name} (privileged)" if name in PRIVILEGED_ARMS else name
+
     main = _cells(
-        ["arm", "seeds", "iteration 0", "end", "Δ", "learns", "RM step acc", "RM outcome agr.",
+        ["arm", "seeds", "iteration 0", "end", "Δ", "learns", "RM step acc (raw)", "RM step balanced acc",
+         "RM outcome agr.",
          "accepted rewrites", "wall min/run", "loop compute min/run"],
         [
-            [a.arm, str(a.seeds), a.success.before.text(), a.success.end.text(), a.success.delta.text(),
+            [arm(a.arm), str(a.seeds), a.success.before.text(), a.success.end.text(), a.success.delta.text(),
              yes(a.learns), f"{a.step_acc_start.text(2)} → {a.step_acc_end.text(2)}",
+             f"{a.balanced_start.text(2)} → {a.balanced_end.text(2)}",
              f"{a.agreement_start.text(2)} → {a.agreement_end.text(2)}", a.accepted.text(1),
              minutes_text(a.wall_s), minutes_text(a.compute_s)]
             for a in summary.arms
@@ -350,7 +360,7 @@ def summary_tables(summary: StudySummary) -> list[SummaryTable]:
     clean = _cells(
         ["arm", "seeds", "iteration 0", "end", "Δ", "learns"],
         [
-            [a.arm, str(a.seeds), a.clean.before.text(), a.clean.end.text(), a.clean.delta.text(),
+            [arm(a.arm), str(a.seeds), a.clean.before.text(), a.clean.end.text(), a.clean.delta.text(),
              yes(a.clean.learns)]
             for a in summary.arms
         ],
@@ -364,12 +374,14 @@ def summary_tables(summary: StudySummary) -> list[SummaryTable]:
             for s in summary.seeds
         ],
     )  # fmt: skip
-    arms = _cells(["arm", "what it runs"], [[a.arm, ARM_DESCRIPTIONS.get(a.arm, "")] for a in summary.arms])
+    arms = _cells(
+        ["arm", "what it runs"], [[arm(a.arm), ARM_DESCRIPTIONS.get(a.arm, "")] for a in summary.arms]
+    )
     pairs = _cells(
         ["arm − baseline", "seeds", "end Δ per seed", "end Δ [95% t]", "decision", "change Δ [95% t]",
          "episodes", "episode Δ [95% normal]", "on these episodes"],
         [
-            [f"{p.arm} − {p.baseline}", str(len(p.seeds)), per_seed_text(p.seeds, p.comparison.end.values) or "–",
+            [f"{arm(p.arm)} − {arm(p.baseline)}", str(len(p.seeds)), per_seed_text(p.seeds, p.comparison.end.values) or "–",
              p.comparison.end.text(), p.comparison.verdict, p.comparison.change.text(),
              str(p.episodes) if p.episodes else "–", p.comparison.episodes.text(),
              interval_verdict(p.comparison.episodes) if p.episodes else "–"]
@@ -391,8 +403,10 @@ def summary_tables(summary: StudySummary) -> list[SummaryTable]:
             "summary",
             f"Study `{summary.study_id}`: held-out success (mean over seeds [95% t-interval]); Δ = end − "
             f"iteration 0 per seed; an arm learns when Δ's interval over ≥ {MIN_SEEDS_TO_LEARN} seeds lies "
-            "above 0; RM = reward-model step accuracy / outcome agreement vs the engine, first → last judged "
-            "iteration.",
+            "above 0; RM = reward-model step accuracy (raw, and balanced: the mean of the recalls on good and "
+            "bad steps, 0.5 for a constant judge) / outcome agreement vs the engine, first → last judged "
+            "iteration; an arm marked (privileged) reads the engine's optimal actions, which the method never "
+            "sees: a diagnostic bound, not a method.",
             main,
         ),
         SummaryTable("summary-clean", f"Held-out clean success: {CLEAN_EXPLAINED}", clean),

@@ -109,6 +109,14 @@ def on_cuda(device: str) -> bool:
     return machine_device(device).startswith("cuda")
 
 
+class JudgeSource(StrEnum):
+    """Where the policy's step-wise reward comes from: the reward model's judgments, or (a diagnostic that
+    reads privileged information) the engine's optimal actions."""
+
+    REWARD_MODEL = "reward_model"
+    ORACLE = "oracle"
+
+
 class GuiEngine(StrEnum):
     """Which engine plays the GUI setting's tasks: MiniWoB++ web pages, or OSWorld tasks on local desktops."""
 
@@ -453,6 +461,12 @@ class JudgeConfig(_Section):
     """Reward-model step judgments (spec §1.2(b), §5)."""
 
     m: int = Field(3, ge=1, description="Independent judgments per step.")
+    source: JudgeSource = Field(
+        JudgeSource.REWARD_MODEL,
+        description="reward_model: the reward model judges every step; oracle (a diagnostic, never a default): "
+        "every vote is +1 when the played action is one of the engine's optimal next actions and -1 otherwise, "
+        "and no judge stage runs — the upper bound of the step-wise reward (privileged information).",
+    )
     sampling: SamplingConfig = Field(
         default_factory=lambda: SamplingConfig(temperature=0.8, top_p=1.0, max_new_tokens=24)
     )
@@ -817,6 +831,31 @@ class RunConfig(_Section):
             raise ValueError(
                 "coding problems have no generation parameters to move: set adaptation.rewriter=llm with "
                 "models.environment, or adaptation.enabled=false for a static problem set"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _oracle_judge_needs_steps(self) -> Self:
+        if self.judge.source is not JudgeSource.ORACLE:
+            return self
+        if self.setting is Setting.CODING:
+            raise ValueError(
+                "judge.source=oracle replaces step judgments, which the coding setting does not use (its reward "
+                "model writes unit tests): set judge.source=reward_model"
+            )
+        needs = [
+            f"{key}=false"
+            for key, on in (
+                ("training.reward.enabled", self.training.reward.enabled),  # no judgments to learn from
+                ("adaptation.enabled", self.adaptation.enabled),  # the critic feedback reads judgments
+            )
+            if on
+        ]
+        if needs:
+            raise ValueError(
+                "judge.source=oracle runs no judge, so nothing can learn from or read judgments: set "
+                f"{' and '.join(needs)} (the oracle arm is the policy arm with the engine's labels as votes), "
+                "or judge.source=reward_model"
             )
         return self
 

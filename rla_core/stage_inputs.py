@@ -43,6 +43,7 @@ from rla_core.config import (
     InferenceDtype,
     InvalidAction,
     JudgeConfig,
+    JudgeSource,
     LoraConfig,
     ModelsConfig,
     ProblemFormat,
@@ -359,6 +360,7 @@ class RolloutEnvErrors(Slice):
 
 class JudgeVotes(Slice):
     m: int
+    source: JudgeSource
 
 
 class SftTraining(Slice):

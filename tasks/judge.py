@@ -5,7 +5,7 @@ from __future__ import annotations
 from rla_core import dispatch
 from rla_core.algo.episodes import played
 from rla_core.algo.metrics import judgment_metrics
-from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy
+from rla_core.envs.judge import judge_outcome_agreement, judge_step_metrics
 from rla_core.settings import adapter_of
 from rla_core.stage_inputs import JudgeInputs, Role, StageName
 from tasks.stage import StageContext, StageRef, stage
@@ -24,11 +24,8 @@ def judge(ctx: StageContext[JudgeInputs], *, rollouts: StageRef, reward_model: S
         screens=ctx.side_files(rollouts) if cfg.models.images.reward else None,
     )  # fmt: skip
     ctx.writer.write_frame("judgments", judgments)
-    metrics = judgment_metrics(judgments)
-    for name, value in (
-        ("reward_model/step_accuracy", judge_step_accuracy(steps, judgments)),
-        ("reward_model/outcome_agreement", judge_outcome_agreement(steps, judgments)),
-    ):
-        if value is not None:
-            metrics[name] = value
+    metrics = judgment_metrics(judgments) | judge_step_metrics(steps, judgments)
+    agreement = judge_outcome_agreement(steps, judgments)
+    if agreement is not None:
+        metrics["reward_model/outcome_agreement"] = agreement
     return metrics

@@ -69,6 +69,9 @@ class SeedResult:
     clean_before: Proportion | None  # the same for wins without an invalid answer
     clean_end: Proportion | None
     step_acc: tuple[float, float] | None  # first and last judged iteration
+    step_balanced_acc: (
+        tuple[float, float] | None
+    )  # the same, mean of per-class recalls (a constant scores 0.5)
     outcome_agreement: tuple[float, float] | None
     accepted: float
     compute_s: float  # stage compute time without the (shared, cached) warm start
@@ -83,6 +86,8 @@ class ArmSummary:
     clean: Change  # held-out clean success (wins without an invalid answer)
     step_acc_start: Interval
     step_acc_end: Interval
+    balanced_start: Interval
+    balanced_end: Interval
     agreement_start: Interval
     agreement_end: Interval
     accepted: Interval
@@ -164,6 +169,7 @@ def seed_results(frame: pl.DataFrame) -> list[SeedResult]:
                 clean_before=_eval_point(sub, 0, CLEAN),
                 clean_end=_eval_point(sub, last, CLEAN),
                 step_acc=_first_last(_series(sub, "reward_model/step_accuracy")),
+                step_balanced_acc=_first_last(_series(sub, "reward_model/step_balanced_accuracy")),
                 outcome_agreement=_first_last(_series(sub, "reward_model/outcome_agreement")),
                 accepted=accepted[max(accepted)] if accepted else 0.0,
                 compute_s=float(timings["value"].sum()),
@@ -313,6 +319,8 @@ def summarize(
                 clean=Change.of(clean),
                 step_acc_start=Interval.of([s.step_acc[0] for s in full if s.step_acc]),
                 step_acc_end=Interval.of([s.step_acc[1] for s in full if s.step_acc]),
+                balanced_start=Interval.of([s.step_balanced_acc[0] for s in full if s.step_balanced_acc]),
+                balanced_end=Interval.of([s.step_balanced_acc[1] for s in full if s.step_balanced_acc]),
                 agreement_start=Interval.of([s.outcome_agreement[0] for s in full if s.outcome_agreement]),
                 agreement_end=Interval.of([s.outcome_agreement[1] for s in full if s.outcome_agreement]),
                 accepted=Interval.of([s.accepted for s in full]),

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from rla_core import progress
+from rla_core.algo.episodes import played
 from rla_core.algo.parsing import parse_boxed_score
 from rla_core.envs.prompts import render_judge_prompt
 from rla_core.envs.rollout import GenerationMode, derive_seed
@@ -177,12 +178,77 @@ def judge_step_accuracy(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> floa
     A step is good iff its action is in its ``expert_actions`` (TextWorld ``policy_commands``). A
     mean vote > 0 predicts good, < 0 predicts bad, and exactly 0 counts as wrong (no signal). None
     when nothing was judged. Example: votes [+1, -1/3, 0] on steps [good, bad, good] → 2/3.
+
+    On games that are almost always lost most steps are bad, so a judge that calls every step bad
+    scores the bad steps' share here: read it beside :func:`judge_step_metrics`' balanced accuracy.
+    """
+    return judge_step_metrics(rollouts, judgments).get("reward_model/step_accuracy")
+
+
+def judge_step_metrics(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> dict[str, float]:
+    """The judge's step-level metrics against the engine's labels (:func:`optimal_steps`), as stage metrics.
+
+    * ``reward_model/step_accuracy`` — raw accuracy (:func:`judge_step_accuracy`);
+    * ``reward_model/step_balanced_accuracy`` — the mean of the recall on good steps (mean vote > 0) and
+      the recall on bad steps (mean vote < 0); a mean vote of exactly 0 is a miss in either class. A
+      constant judge scores 0.5 (one recall 1, the other 0), whatever the classes' shares; absent when
+      either class has no judged step (a recall of an empty class is undefined);
+    * ``reward_model/good_verdict_share`` — share of judged steps the judge calls good (mean vote > 0);
+    * ``reward_model/good_step_share`` — share of judged steps that are good (the engine's label): the raw
+      accuracy of a judge that calls every step bad is one minus this.
+
+    Empty when nothing was judged.
+
+    Example: votes [+1, -1, -1, 0] on steps [good, bad, good, bad] → raw 2/4; recall good 1/2, bad 1/2 →
+    balanced 0.5; good verdicts 1/4; good steps 2/4.
     """
     votes = step_votes(rollouts, judgments)
     if votes.height == 0:
-        return None
-    correct = ((pl.col("mean_vote") > 0) & pl.col("good")) | ((pl.col("mean_vote") < 0) & ~pl.col("good"))
-    return float(votes.select(correct.mean()).item())
+        return {}
+    # mean vote > 0 predicts good, < 0 bad; exactly 0 predicts neither (a miss in either class)
+    v = votes.with_columns(pred_good=pl.col("mean_vote") > 0, pred_bad=pl.col("mean_vote") < 0)
+    good, bad = v.filter(pl.col("good")), v.filter(~pl.col("good"))
+    hits_good, hits_bad = int(good["pred_good"].sum()), int(bad["pred_bad"].sum())
+    metrics = {
+        "reward_model/step_accuracy": (hits_good + hits_bad) / v.height,
+        "reward_model/good_verdict_share": int(v["pred_good"].sum()) / v.height,
+        "reward_model/good_step_share": good.height / v.height,
+    }
+    if good.height and bad.height:
+        metrics["reward_model/step_balanced_accuracy"] = (hits_good / good.height + hits_bad / bad.height) / 2
+    return metrics
+
+
+def oracle_judgments(rollouts: pl.DataFrame, *, m: int) -> pl.DataFrame:
+    """The 'judgments' an oracle judge would write: every one of a step's ``m`` votes is +1 when the played
+    action is one of the engine's optimal next actions (:func:`optimal_steps`) and -1 otherwise.
+
+    A diagnostic (``judge.source=oracle``): it reads privileged information the reward model never sees, so
+    the policy's step-wise reward is ±1 per step in place of the mean of m sampled votes — the upper bound
+    of what the step-wise channel can carry. Rows have the 'judgments' schema; ``prompt`` and ``response``
+    are empty (no model was asked) and ``parse_error`` is null. Episodes whose environment failed are
+    left out, as the judge stage leaves them out.
+
+    Example: a step whose action is in its expert_actions gets m scores of +1.0.
+    """
+    steps = played(rollouts).filter(pl.col("step").is_not_null())
+    score = pl.when(optimal_steps(steps)).then(1.0).otherwise(-1.0)
+    frame = (
+        steps.select("iteration", *_STEP_KEY, score=score)
+        .join(pl.DataFrame({"judge_idx": list(range(m))}, schema={"judge_idx": pl.Int64}), how="cross")
+        .sort([*_STEP_KEY, "judge_idx"])
+    )
+    columns = get_schema("judgments").columns
+    filled = frame.with_columns(
+        pl.lit("").alias("prompt"),
+        pl.lit("").alias("response"),
+        *(
+            pl.lit(None, dtype=dtype).alias(name)
+            for name, dtype in columns.items()
+            if name in ("images", "parse_error")
+        ),
+    )
+    return validate("judgments", filled.select(list(columns)), where="oracle_judgments")
 
 
 def judge_outcome_agreement(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> float | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
-from rla_core.config import RunConfig
+from rla_core.config import JudgeSource, RunConfig
 from rla_core.errors import ConfigError, EnvironmentSpecError
 
 if TYPE_CHECKING:
@@ -179,8 +179,13 @@ def judged_labels(
     """Policy and reward-model samples of step-judged rollouts (text games and GUI tasks alike), with
     their statistics namespaced ``policy/…`` and ``reward_model/…``."""
     from rla_core.algo.labels import policy_samples, reward_samples
+    from rla_core.envs.judge import oracle_judgments
 
-    rollouts, judgments = frames["rollouts"], frames["judgments"]
+    rollouts = frames["rollouts"]
+    if inputs.judge.source is JudgeSource.ORACLE:  # no judge stage ran: the engine's labels are the votes
+        judgments = oracle_judgments(rollouts, m=inputs.judge.m)
+    else:
+        judgments = frames["judgments"]
     policy, p_stats = policy_samples(
         rollouts, judgments, cfg=inputs.reward, m=inputs.judge.m, accepted_pending=accepted
     )

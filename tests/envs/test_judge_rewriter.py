@@ -7,9 +7,16 @@ import json
 import polars as pl
 
 from rla_core.algo.curriculum import PlayTask
-from rla_core.config import SamplingConfig
+from rla_core.algo.labels import policy_samples
+from rla_core.config import Band, RewardConfig, SamplingConfig
 from rla_core.envs.feedback import critic_feedback
-from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy, judge_steps
+from rla_core.envs.judge import (
+    judge_outcome_agreement,
+    judge_step_accuracy,
+    judge_step_metrics,
+    judge_steps,
+    oracle_judgments,
+)
 from rla_core.envs.rewriter import Goal, LlmRewriter, ParametricRewriter, RewriteRequest, rewrite_tasks
 from rla_core.envs.rollout import run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
@@ -64,6 +71,83 @@ def test_judge_scores_nulls_and_accuracy(env: TextWorldEnv) -> None:
     failed = fb["t"].failed[0]
     assert (failed.high_risk_steps, failed.high_risk_actions) == ((0,), ("look",))
     assert fb["t"].summaries() == ["The agent wasted a step on look."]
+
+
+def test_the_oracle_votes_are_the_engines_labels_and_set_the_policy_reward(env: TextWorldEnv) -> None:
+    rollouts = _two_step_rollout(env)  # 'look' (not optimal), then 'go east' (optimal); lost at max_steps
+    votes = oracle_judgments(rollouts, m=3)
+    assert votes["score"].to_list() == [-1.0] * 3 + [1.0] * 3
+    assert votes["judge_idx"].to_list() == [0, 1, 2] * 2 and votes["step"].to_list() == [0] * 3 + [1] * 3
+    assert votes["parse_error"].null_count() == 6 and set(votes["response"]) == {""}
+    # Against the labels it was made from, the oracle is a perfect judge.
+    assert judge_step_metrics(rollouts, votes) == {
+        "reward_model/step_accuracy": 1.0,
+        "reward_model/step_balanced_accuracy": 1.0,
+        "reward_model/good_verdict_share": 0.5,
+        "reward_model/good_step_share": 0.5,
+    }
+    # R = O + mean vote: step 0: -1 + (-1) = -2; step 1: -1 + 1 = 0. One rollout: each step's group is a
+    # singleton and keeps its raw value, so step 1 (advantage 0) is dropped and step 0 trains with -2.
+    cfg = RewardConfig(policy_acc_band=Band(low=0.0, high=1.0))
+    samples, stats = policy_samples(rollouts, votes, cfg=cfg, m=3)
+    assert samples.select("step", "reward", "advantage").rows() == [(0, -2.0, -2.0)]
+    assert stats["rows_zero_advantage"] == 1
+    # A broken environment's episode gets no votes, as the judge stage judges none of its steps.
+    broken = rollouts.with_columns(status=pl.lit("env_error"), outcome=pl.lit(None, dtype=pl.Float64))
+    assert oracle_judgments(broken, m=3).height == 0
+
+
+def _steps(actions_good: list[bool], votes: list[list[float | None]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One rollout whose step k played 'a' and is good iff actions_good[k]; votes[k] are its judgments."""
+    n = len(actions_good)
+    rollouts = pl.DataFrame(
+        {
+            "task_id": ["t"] * n,
+            "rollout_id": [0] * n,
+            "step": list(range(n)),
+            "action": ["a"] * n,
+            "expert_actions": [json.dumps(["a"] if good else ["b"]) for good in actions_good],
+            "outcome": [-1.0] * n,
+        }
+    )
+    judgments = pl.DataFrame(
+        {
+            "task_id": ["t"] * sum(map(len, votes)),
+            "rollout_id": [0] * sum(map(len, votes)),
+            "step": [k for k, vs in enumerate(votes) for _ in vs],
+            "score": [v for vs in votes for v in vs],
+        },
+        schema_overrides={"score": pl.Float64},
+    )
+    return rollouts, judgments
+
+
+def test_balanced_accuracy_by_hand() -> None:
+    # steps [good, bad, good, bad], mean votes [+1, -1, -1, 0]: raw 2/4; recall on good 1/2 (step 2 called
+    # bad), on bad 1/2 (step 3's 0 is no verdict, a miss) → balanced 1/2; 1 of 4 called good; 2 of 4 good.
+    metrics = judge_step_metrics(*_steps([True, False, True, False], [[1.0], [-1.0], [-1.0], [1.0, -1.0]]))
+    assert metrics == {
+        "reward_model/step_accuracy": 0.5,
+        "reward_model/step_balanced_accuracy": 0.5,
+        "reward_model/good_verdict_share": 0.25,
+        "reward_model/good_step_share": 0.5,
+    }
+    # A judge that calls every step bad, on mostly bad steps: raw 3/4, balanced (0 + 1)/2 = 0.5.
+    constant = judge_step_metrics(*_steps([True, False, False, False], [[-1.0, -1.0]] * 4))
+    assert constant["reward_model/step_accuracy"] == 0.75
+    assert constant["reward_model/step_balanced_accuracy"] == 0.5
+    assert constant["reward_model/good_verdict_share"] == 0.0
+    # Mean votes (unparsable = 0): [+1/2, -1/2, +1/2] on [good, bad, bad] → recalls 1 and 1/2 → 3/4.
+    mixed = judge_step_metrics(*_steps([True, False, False], [[1.0, None], [-1.0, None], [1.0, None]]))
+    assert mixed["reward_model/step_balanced_accuracy"] == 0.75
+    # One class only: no balanced accuracy (the recall of an empty class is undefined); nothing judged: {}.
+    only_bad = judge_step_metrics(*_steps([False, False], [[-1.0], [1.0]]))
+    assert (
+        "reward_model/step_balanced_accuracy" not in only_bad
+        and only_bad["reward_model/step_accuracy"] == 0.5
+    )
+    rollouts, judgments = _steps([True], [[1.0]])
+    assert judge_step_metrics(rollouts, judgments.clear()) == {}
 
 
 def _request(goal: Goal, parent: dict[str, int], root: dict[str, int], acc: float) -> RewriteRequest:

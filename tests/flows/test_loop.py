@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from flows.runs import load_run_config
+from rla_core.algo.labels import policy_samples
+from rla_core.envs.judge import oracle_judgments
 from rla_core.procs import group_members
 from rla_core.store import ArtifactStore
 from tests.flows.conftest import FlowEnv, kill_group, planned
@@ -247,6 +250,31 @@ def test_ablations_frozen_reward_model_and_static_environment(flow_env: FlowEnv)
     # Outcome-only rewards: every kept policy row's reward is the rollout outcome (±1).
     rewards = set(store.read_frame("abl", 1, "label", "policy_samples")["reward"].to_list())
     assert rewards <= {1.0, -1.0}
+
+
+def test_the_oracle_arm_labels_with_the_engines_optimal_actions(flow_env: FlowEnv) -> None:
+    root = flow_env.base / "runs-oracle"
+    flow_env.rla(
+        "run", *TEST_RUN, *flow_env.settings(root), "--run-id", "orc", "--set", "iterations=1",
+        "--set", "training.reward.enabled=false", "--set", "adaptation.enabled=false",
+        "--set", "judge.source=oracle", "--set", "reward.policy_acc_band.low=0",
+        "--set", "reward.policy_acc_band.high=1",
+    )  # fmt: skip
+    store = ArtifactStore(str(root))
+    assert {stage for _it, stage in attempts_in_use(store, "orc")} == {
+        "seed_tasks", "bootstrap", "evaluate", "rollout", "label", "train_policy"
+    }  # fmt: skip
+    # The label stage's rows are those of the engine's labels as votes: R = O ± 1 for every step.
+    rollouts = store.read_frame("orc", 1, "rollout", "rollouts")
+    cfg = load_run_config(store, "orc")
+    expected, _ = policy_samples(
+        rollouts, oracle_judgments(rollouts, m=cfg.judge.m), cfg=cfg.reward, m=cfg.judge.m
+    )
+    stored = store.read_frame("orc", 1, "label", "policy_samples")
+    assert stored.height > 0 and set(stored["reward"].to_list()) <= {-2.0, 0.0, 2.0}
+    assert stored.select("task_id", "rollout_id", "step", "reward", "advantage").equals(
+        expected.select("task_id", "rollout_id", "step", "reward", "advantage")
+    )
 
 
 def test_eval_and_export_of_a_finished_run(

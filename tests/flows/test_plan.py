@@ -156,7 +156,40 @@ def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) ->
     # Fields no value change validates would go untested: only coding's rewriter, which must be 'llm', and
     # outside the GUI setting the screens the models see (only GUI environments have screens).
     screens = [] if setting == "gui" else ["models.images.policy", "models.images.reward"]
-    assert sorted(unchangeable) == sorted(screens + (["adaptation.rewriter"] if setting == "coding" else []))
+    # judge.source=oracle validates only with a frozen reward model in a static environment (and never for
+    # coding): its keys are checked by test_the_oracle_arm_runs_no_judge_and_keys_its_labels.
+    oracle = ["judge.source"]
+    expected = screens + oracle + (["adaptation.rewriter"] if setting == "coding" else [])
+    assert sorted(unchangeable) == sorted(expected)
+
+
+@pytest.mark.parametrize("setting", ["textgame", "gui"])
+def test_the_oracle_arm_runs_no_judge_and_keys_its_labels(setting: str) -> None:
+    arm = [f"setting={setting}", "iterations=1", "adaptation.enabled=false", "training.reward.enabled=false"]
+    oracle, judged = run(*arm, "judge.source=oracle"), run(*arm)
+    assert stage_order(oracle)[1] == ("rollout", "label", "train_policy", "evaluate")
+    assert stage_order(judged)[1] == ("rollout", "judge", "label", "train_policy", "evaluate")
+    moved = {
+        str(name)
+        for name, stage in all_stages().items()
+        if stage.key(oracle, 1, REFS) != stage.key(judged, 1, REFS)
+    }
+    assert moved == {"judge", "label"}  # the label stage's votes change; the judge slice holds the source too
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needs"),
+    [
+        ([], "training.reward.enabled=false and adaptation.enabled=false"),
+        (["adaptation.enabled=false"], "training.reward.enabled=false"),
+        (["training.reward.enabled=false"], "adaptation.enabled=false"),
+    ],
+)
+def test_the_oracle_judge_says_what_it_needs(overrides: list[str], needs: str) -> None:
+    with pytest.raises(ConfigError, match=f"judge.source=oracle runs no judge.*set {needs} "):
+        load_config(overrides=[*overrides, "judge.source=oracle"])
+    with pytest.raises(ConfigError, match="coding setting does not use"):
+        load_config(overrides=["setting=coding", "judge.source=oracle"])
 
 
 def test_generating_stage_keys_carry_the_resolved_inference_dtype() -> None:

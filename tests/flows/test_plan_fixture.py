@@ -60,15 +60,23 @@ HIDDEN_READS = {
     ("label", "textgame.engine"),
 }
 NARROWED = {("evaluate", "textgame.tasks")}  # evaluation reads the held-out file only
-# Config keys added after the fixture was made (screenshots in the prompts; environment errors).
+# Config keys added after the fixture was made (screenshots in the prompts; environment errors; the
+# oracle judge diagnostic).
 NEW_KEYS = {
+    "judge.source",
     "models.images.policy",
     "models.images.reward",
     "rollout.env_retries",
     "rollout.max_env_error_share",
 }
-# Metrics added after the fixture was made (docs/environment-errors.md).
-NEW_METRICS = {"env/env_error_rate", "env/eval_env_error_rate"}
+# Metrics added after the fixture was made (docs/environment-errors.md; the judge's balanced accuracy).
+NEW_METRICS = {
+    "env/env_error_rate",
+    "env/eval_env_error_rate",
+    "reward_model/step_balanced_accuracy",
+    "reward_model/good_verdict_share",
+    "reward_model/good_step_share",
+}
 
 
 def resolved(leaf: str, value: Any) -> Any:
