@@ -7,17 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rla_core.config import (
-    PRESETS,
-    REFERENCE_BEGIN,
-    REFERENCE_END,
-    Backend,
-    Band,
-    Setting,
-    config_reference_markdown,
-    load_config,
-    parse_override,
-)
+from rla_core.config import PRESETS, Backend, Band, Setting, load_config, parse_override
+from rla_core.config_reference import REFERENCE_BEGIN, REFERENCE_END, config_reference_markdown
 from rla_core.errors import ConfigError
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
@@ -174,7 +165,7 @@ def test_configuration_doc_is_up_to_date() -> None:
     text = DOC.read_text(encoding="utf-8")
     start, end = text.index(REFERENCE_BEGIN), text.index(REFERENCE_END) + len(REFERENCE_END)
     assert text[start:end] == config_reference_markdown(), (
-        "docs/configuration.md is stale; run: .venv/bin/python -m rla_core.config docs/configuration.md"
+        "docs/configuration.md is stale; run: .venv/bin/python -m rla_core.config_reference docs/configuration.md"
     )
 
 
