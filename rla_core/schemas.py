@@ -339,6 +339,11 @@ def empty_frame(name: str) -> pl.DataFrame:
     return pl.DataFrame(schema=get_schema(name).polars_schema)
 
 
+def iteration_column(frame: pl.DataFrame) -> pl.Expr:
+    """``frame``'s column ``iteration``, or nulls when it has none (frames written before it was added)."""
+    return pl.col("iteration") if "iteration" in frame.columns else pl.lit(None, pl.Int64).alias("iteration")
+
+
 def images_column(frame: pl.DataFrame) -> pl.Expr:
     """``frame``'s prompt images (column ``images``), or nulls when it has none (text prompts)."""
     return pl.col("images") if "images" in frame.columns else pl.lit(None, Images).alias("images")
