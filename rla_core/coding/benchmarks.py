@@ -59,6 +59,7 @@ from typing import Any
 from rla_core.coding.tasks import CodingTask, InvalidProblem, load_problems
 from rla_core.config import ProblemFormat
 from rla_core.errors import EnvironmentSpecError
+from rla_core.store.jsonl import jsonl_lines
 
 # LiveBench and LiveCodeBench grade every test with a 6 s timeout (their runners' default).
 BENCHMARK_TIME_LIMIT_S = 6.0
@@ -210,19 +211,14 @@ def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
         for k, row in enumerate(pl.read_parquet(path).iter_rows(named=True), start=1):
             yield f"{path.name}:row {k}", row
         return
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path.name}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield where, f"not valid JSON: {exc}"
-            continue
-        yield (
-            where,
-            row if isinstance(row, dict) else f"a row must be a JSON object, got {type(row).__name__}",
-        )
+    for line in jsonl_lines(path):
+        where = f"{path.name}:{line.lineno}"
+        if line.error is not None:
+            yield where, f"not valid JSON: {line.error}"
+        elif isinstance(line.value, dict):
+            yield where, line.value
+        else:
+            yield where, f"a row must be a JSON object, got {type(line.value).__name__}"
 
 
 def _slug(text: str) -> str:
