@@ -82,6 +82,16 @@ def _schema(
     )
 
 
+# What a model is trained on, the same in the policy's and the reward model's rows: the row's reward and
+# advantage, and the prompt (text and images) with the response.
+_TRAINING_ROW: dict[str, pl.DataType] = {
+    "reward": F64,
+    "advantage": F64,
+    "prompt": Str,
+    "images": Images,
+    "response": Str,
+}
+
 SCHEMAS: dict[str, ArtifactSchema] = {
     s.name: s
     for s in [
@@ -193,11 +203,7 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "task_id": Str,
                 "rollout_id": I64,
                 "step": I64,
-                "reward": F64,
-                "advantage": F64,
-                "prompt": Str,
-                "images": Images,
-                "response": Str,
+                **_TRAINING_ROW,
             },
             added=("images",),
         ),
@@ -210,11 +216,7 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "rollout_id": I64,
                 "step": I64,
                 "judge_idx": I64,
-                "reward": F64,
-                "advantage": F64,
-                "prompt": Str,
-                "images": Images,
-                "response": Str,
+                **_TRAINING_ROW,
             },
             added=("images",),
         ),
