@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+import torch
+
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import ModelsConfig, SamplingConfig
 from rla_core.envs.demos import corpus_texts
@@ -23,7 +25,7 @@ from rla_core.envs.miniwob.pool import BrowserPool, chrome_processes
 from rla_core.envs.miniwob.tasks import load_specs
 from rla_core.envs.rollout import RolloutTimings, run_rollouts
 from rla_core.models.bootstrap import ensure_tiny_model
-from rla_core.models.generator import open_generator
+from rla_core.models.generator import GeneratorSpec
 from rla_core.stage_inputs import RolloutRequest
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gui"
@@ -68,25 +70,24 @@ def main() -> None:
             model = ensure_tiny_model(
                 "gui-bench", corpus=corpus_texts(env, specs), cache_dir=Path(tmp) / "models"
             )
-            gen = open_generator(model, models=ModelsConfig())
-            timings = RolloutTimings()
-            started = time.perf_counter()
-            frame = run_rollouts(
-                RolloutRequest(
-                    tasks=[PlayTask(f"t{i}", f"s{i}", False, s) for i, s in enumerate(specs)],
-                    n=2,
-                    max_steps=4,
-                    sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24),
-                    seed=0,
-                    iteration=1,
-                    history_turns=2,
-                ),
-                env=env,
-                generator=gen,
-                timings=timings,
-            )
-            total = time.perf_counter() - started
-            gen.close()
+            with GeneratorSpec(model, ModelsConfig(), threads=torch.get_num_threads()).open() as gen:
+                timings = RolloutTimings()
+                started = time.perf_counter()
+                frame = run_rollouts(
+                    RolloutRequest(
+                        tasks=[PlayTask(f"t{i}", f"s{i}", False, s) for i, s in enumerate(specs)],
+                        n=2,
+                        max_steps=4,
+                        sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24),
+                        seed=0,
+                        iteration=1,
+                        history_turns=2,
+                    ),
+                    env=env,
+                    generator=gen,
+                    timings=timings,
+                )
+                total = time.perf_counter() - started
         episodes = frame.select("task_id", "rollout_id").unique().height
         print(
             f"tiny-policy rollouts: {episodes} episodes, {timings.steps} steps in {total:.2f} s "

@@ -43,7 +43,7 @@ def main() -> None:
 
     from rla_core.config import Backend, ModelsConfig, SamplingConfig, ServingConfig
     from rla_core.models.bootstrap import ensure_tiny_vl_model
-    from rla_core.models.generator import TransformersGenerator, open_generator
+    from rla_core.models.generator import GeneratorSpec, TransformersGenerator
     from rla_core.models.multimodal import ImagePrompt
 
     torch.set_num_threads(1)
@@ -87,9 +87,9 @@ def main() -> None:
         "image_sizes": [list(s) for s in SIZES],
     }
     t = time.perf_counter()
-    gen = open_generator(ckpt, models=ModelsConfig(serving=serving), role="policy", runtime_dir=work / "rt")
-    result["startup_s"] = round(time.perf_counter() - t, 1)
-    try:
+    spec = GeneratorSpec(ckpt, ModelsConfig(serving=serving), threads=1, role="policy")
+    with spec.open(runtime_dir=work / "rt") as gen:
+        result["startup_s"] = round(time.perf_counter() - t, 1)
         result["format_prompt_equal"] = (
             gen.format_prompt(ImagePrompt("Which button 0?", (shots[0],))) == prompts[0]
         )
@@ -109,8 +109,6 @@ def main() -> None:
             prompts[:2], n=2, sampling=SamplingConfig(temperature=1.0, max_new_tokens=4), seed=5
         )
         result["sampled_n2_completion_tokens"] = [[g.completion_tokens for g in s] for s in sampled]
-    finally:
-        gen.close()
     print(json.dumps(result, indent=2))
     args.result.parent.mkdir(parents=True, exist_ok=True)
     args.result.write_text(json.dumps(result, indent=2) + "\n")

@@ -44,6 +44,8 @@ def _process_defaults() -> None:
 T = TypeVar("T")
 
 ROOT_OPTION = typer.Option("--root", help="Artifact root (local path or s3:// URI) that holds the runs.")
+CONFIG_OPTION = typer.Option("--config", "-c", help="YAML config file.")
+SET_OPTION = typer.Option("--set", help="Override a key: --set rollout.max_steps=12.")
 
 
 def _fail(message: str, code: int = 1) -> None:
@@ -89,6 +91,15 @@ def _store(root: str) -> Any:
     return ArtifactStore(root)
 
 
+def _run_store(root: str, run_id: str) -> Any:
+    """The store under ``root``, once it is known to hold run ``run_id`` (else the error naming both)."""
+    from flows.runs import require_run
+
+    store = _store(root)
+    require_run(store, run_id)
+    return store
+
+
 def _say(message: str) -> None:
     # One message, one line, whatever the terminal's width: schedulers' logs are grepped (artifacts=…).
     console.print(message, highlight=False, soft_wrap=True)
@@ -106,13 +117,11 @@ def _preflight(cfg: RunConfig, *, run: tuple[Any, str] | None = None, reconfigur
 
 @app.command()
 def run(
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    config: Annotated[Path | None, CONFIG_OPTION] = None,
     preset: Annotated[
         str | None, typer.Option(help="Base preset (default, coding, gui, paper-*, test).")
     ] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a key: --set rollout.max_steps=12.")
-    ] = None,
+    set_: Annotated[list[str] | None, SET_OPTION] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: run-<UTC time>).")] = None,
     reconfigure: Annotated[bool, typer.Option(help="Allow a changed config for an existing run id.")] = False,
 ) -> None:
@@ -145,11 +154,10 @@ def resume(
     """Continue a run, re-running only what is missing (or forced with --from-stage)."""
 
     def body() -> None:
-        from flows.runs import execute_run, invalidate_from, load_run_config, require_run, with_iterations
+        from flows.runs import execute_run, invalidate_from, load_run_config, with_iterations
         from rla_core.errors import ConfigError
 
-        store = _store(root)
-        require_run(store, run_id)
+        store = _run_store(root, run_id)
         cfg = with_iterations(load_run_config(store, run_id), iterations)
         _preflight(cfg, run=(store, run_id))
         if (from_stage is None) != (iteration is None):
@@ -292,10 +300,8 @@ def eval_(
 
     def body() -> None:
         from flows.evals import coding_eval_line, evaluate_run, own_evaluation, save_eval
-        from flows.runs import require_run
 
-        store = _store(root)
-        require_run(store, run_id)
+        store = _run_store(root, run_id)
         result = evaluate_run(
             store, run_id, checkpoint=checkpoint, tasks_file=tasks_file, seed=seed, tasks_format=tasks_format
         )
@@ -349,10 +355,9 @@ def export(
     """Copy the latest (or a chosen iteration's) policy and reward-model checkpoints to a directory."""
 
     def body() -> None:
-        from flows.runs import latest_checkpoint_stage, require_run
+        from flows.runs import latest_checkpoint_stage
 
-        store = _store(root)
-        require_run(store, run_id)
+        store = _run_store(root, run_id)
         from flows.model_card import Exported, model_card
         from rla_core.stage_inputs import Role
 
@@ -474,11 +479,9 @@ app.add_typer(config_app, name="config")
 
 @config_app.command("show")
 def config_show(
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    config: Annotated[Path | None, CONFIG_OPTION] = None,
     preset: Annotated[str | None, typer.Option(help="Base preset (default: default).")] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a key: --set rollout.max_steps=12.")
-    ] = None,
+    set_: Annotated[list[str] | None, SET_OPTION] = None,
     diff: Annotated[
         bool,
         typer.Option(
@@ -509,13 +512,11 @@ def config_show(
 
 @config_app.command("check")
 def config_check(
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    config: Annotated[Path | None, CONFIG_OPTION] = None,
     preset: Annotated[
         str | None, typer.Option(help="Base preset (default: the file's, else default).")
     ] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a key: --set rollout.max_steps=12.")
-    ] = None,
+    set_: Annotated[list[str] | None, SET_OPTION] = None,
 ) -> None:
     """Run the preflight alone: exit 0 when every file, model, address and prerequisite the config names is in
     place, else 3 with one line per problem. Writes nothing (docs/configuration.md)."""

@@ -132,13 +132,7 @@ def evaluate_run(
     if cfg.setting is Setting.CODING:  # the reward model of the same iteration writes the unit tests
         rm_it, rm_stage = latest_checkpoint_stage(store, run_id, Role.REWARD, it)
         with policy_checkpoint(store, run_id, rm_it, rm_stage, Role.REWARD) as reward_dir:
-            spec = GeneratorSpec(
-                checkpoint=reward_dir,
-                models=inputs.models,
-                role=Role.REWARD,
-                name=None,
-                threads=inputs.threads,
-            )
+            spec = GeneratorSpec(reward_dir, inputs.models, threads=inputs.threads, role=Role.REWARD)
             metrics |= evaluate_unit_tests(inputs, played, spec, iteration=it, seed=used)[1]
     return EvalResult(it, stage, used, used == stage_seed, frame, metrics, per_task(frame))
 

@@ -82,6 +82,16 @@ def _schema(
     )
 
 
+# What a model is trained on, the same in the policy's and the reward model's rows: the row's reward and
+# advantage, and the prompt (text and images) with the response.
+_TRAINING_ROW: dict[str, pl.DataType] = {
+    "reward": F64,
+    "advantage": F64,
+    "prompt": Str,
+    "images": Images,
+    "response": Str,
+}
+
 SCHEMAS: dict[str, ArtifactSchema] = {
     s.name: s
     for s in [
@@ -193,11 +203,7 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "task_id": Str,
                 "rollout_id": I64,
                 "step": I64,
-                "reward": F64,
-                "advantage": F64,
-                "prompt": Str,
-                "images": Images,
-                "response": Str,
+                **_TRAINING_ROW,
             },
             added=("images",),
         ),
@@ -210,11 +216,7 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "rollout_id": I64,
                 "step": I64,
                 "judge_idx": I64,
-                "reward": F64,
-                "advantage": F64,
-                "prompt": Str,
-                "images": Images,
-                "response": Str,
+                **_TRAINING_ROW,
             },
             added=("images",),
         ),
@@ -337,6 +339,11 @@ def get_schema(name: str) -> ArtifactSchema:
 def empty_frame(name: str) -> pl.DataFrame:
     """An empty frame with exactly the artifact's columns and dtypes."""
     return pl.DataFrame(schema=get_schema(name).polars_schema)
+
+
+def iteration_column(frame: pl.DataFrame) -> pl.Expr:
+    """``frame``'s column ``iteration``, or nulls when it has none (frames written before it was added)."""
+    return pl.col("iteration") if "iteration" in frame.columns else pl.lit(None, pl.Int64).alias("iteration")
 
 
 def images_column(frame: pl.DataFrame) -> pl.Expr:

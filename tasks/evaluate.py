@@ -86,22 +86,6 @@ def play_checkpoint(
     return EvalPlay(request.tasks, frames)
 
 
-def evaluate_checkpoint(
-    inputs: EvaluateInputs,
-    policy_dir: Path,
-    *,
-    tasks_file: str | Path | None,
-    iteration: int,
-    seed: int = 0,
-    served_as: str | None = None,
-) -> pl.DataFrame:
-    """Play the held-out tasks with a policy checkpoint; artifact 'eval' (one row per episode)."""
-    played = play_checkpoint(
-        inputs, policy_dir, tasks_file=tasks_file, iteration=iteration, seed=seed, served_as=served_as
-    )
-    return eval_rows(played.frames["rollouts"], iteration=iteration)
-
-
 def evaluate_unit_tests(
     inputs: EvaluateInputs, played: EvalPlay, reward_model: GeneratorSpec, *, iteration: int, seed: int
 ) -> tuple[dict[str, pl.DataFrame], dict[str, float]]:

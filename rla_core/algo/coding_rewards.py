@@ -31,10 +31,10 @@ from collections.abc import Collection
 import polars as pl
 
 from rla_core.algo.episodes import EpisodeStatus, played
-from rla_core.algo.labels import band_expr, group_normalize, require_columns
+from rla_core.algo.labels import DROP_REASONS, band_expr, group_normalize, require_columns, task_stats
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
-from rla_core.schemas import ErrorKind, images_column, validate
+from rla_core.schemas import ErrorKind, images_column, iteration_column, validate
 
 GT = "gt"
 GENERATED = "generated"
@@ -204,16 +204,6 @@ def _filter_reason(
     return tasks.with_columns(drop_reason=reason)
 
 
-def _stats(tasks: pl.DataFrame, reasons: tuple[str, ...], rows_col: str) -> dict[str, int]:
-    stats = {"tasks_total": tasks.height, "rows_total": int(tasks[rows_col].sum())}
-    for reason in reasons:
-        sub = tasks.filter(pl.col("drop_reason") == reason)
-        stats[f"tasks_{reason}"] = sub.height
-        stats[f"rows_{reason}"] = int(sub[rows_col].sum())
-    stats["tasks_kept"] = tasks.filter(pl.col("drop_reason").is_null()).height
-    return stats
-
-
 def coding_policy_samples(
     rollouts: pl.DataFrame,
     executions: pl.DataFrame,
@@ -242,7 +232,7 @@ def coding_policy_samples(
     tasks = _filter_reason(
         _tasks(codes), band=cfg.policy_acc_band, accepted_pending=accepted_pending, need_gt_code=False
     )
-    stats = _stats(tasks, ("pending_not_accepted", "out_of_band"), "n_codes")
+    stats = task_stats(tasks, rows_col="n_codes")
     stats["codes_truncated"] = int(codes["truncated"].sum())
     kept = tasks.filter(pl.col("drop_reason").is_null()).select("task_id")
     rows = (
@@ -253,13 +243,14 @@ def coding_policy_samples(
     rows = group_normalize(
         rows, value="reward", by=["task_id"], step_col=None, eps=cfg.std_eps, keep_singleton_raw=False
     )
-    iteration = (
-        pl.col("iteration")
-        if "iteration" in rollouts.columns
-        else pl.lit(None, dtype=pl.Int64).alias("iteration")
-    )
     text = rollouts.select(
-        iteration, "task_id", "rollout_id", "step", "prompt", images_column(rollouts), "response"
+        iteration_column(rollouts),
+        "task_id",
+        "rollout_id",
+        "step",
+        "prompt",
+        images_column(rollouts),
+        "response",
     )
     samples = rows.join(text, on=["task_id", "rollout_id"], how="inner").sort("task_id", "rollout_id", "step")
     stats["rows_kept"] = samples.height
@@ -346,7 +337,7 @@ def coding_reward_samples(
         .join(per_task_tests, on="task_id", how="left")
         .with_columns(pl.col("n_tests").fill_null(0))
     )
-    stats = _stats(tasks, ("pending_not_accepted", "out_of_band", "no_gt_code"), "n_tests")
+    stats = task_stats(tasks, rows_col="n_tests", reasons=(*DROP_REASONS, "no_gt_code"))
     kept = tasks.filter(pl.col("drop_reason").is_null()).select("task_id")
     uts = _ut_table(codes.join(kept, on="task_id", how="semi"), executions, unit_tests, gt_col="gt_code")
     stats["rows_sandbox_died"] = int(uts["sandbox_died"].sum())
@@ -360,13 +351,8 @@ def coding_reward_samples(
     uts = group_normalize(
         uts, value="reward", by=["task_id"], step_col=None, eps=cfg.std_eps, keep_singleton_raw=False
     )
-    iteration = (
-        pl.col("iteration")
-        if "iteration" in unit_tests.columns
-        else pl.lit(None, dtype=pl.Int64).alias("iteration")
-    )
     text = unit_tests.select(
-        iteration, "task_id", "test_idx", "prompt", images_column(unit_tests), "response"
+        iteration_column(unit_tests), "task_id", "test_idx", "prompt", images_column(unit_tests), "response"
     )
     samples = (
         uts.join(text, on=["task_id", "test_idx"], how="inner")

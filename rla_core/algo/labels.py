@@ -36,7 +36,7 @@ import polars as pl
 from rla_core.algo.episodes import is_env_error, played
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
-from rla_core.schemas import images_column, validate
+from rla_core.schemas import images_column, iteration_column, validate
 
 STEP_KEYS: tuple[str, ...] = ("task_id", "rollout_id", "step")
 # Accuracies are ratios of small integers; a band edge is compared with this slack so that an
@@ -352,20 +352,20 @@ def _task_filter(
     )
 
 
-def _task_stats(tasks: pl.DataFrame, *, rows_col: str) -> dict[str, int]:
+DROP_REASONS = ("pending_not_accepted", "out_of_band")  # why a task's rows are left out of the samples
+
+
+def task_stats(
+    tasks: pl.DataFrame, *, rows_col: str, reasons: tuple[str, ...] = DROP_REASONS
+) -> dict[str, int]:
+    """Tasks and their rows (``rows_col``): in all, left out for each of ``reasons`` (``drop_reason``), kept."""
     stats = {"tasks_total": tasks.height, "rows_total": int(tasks[rows_col].sum())}
-    for reason in ("pending_not_accepted", "out_of_band"):
+    for reason in reasons:
         sub = tasks.filter(pl.col("drop_reason") == reason)
         stats[f"tasks_{reason}"] = sub.height
         stats[f"rows_{reason}"] = int(sub[rows_col].sum())
     stats["tasks_kept"] = tasks.filter(pl.col("drop_reason").is_null()).height
     return stats
-
-
-def _iteration_expr(df: pl.DataFrame) -> pl.Expr:
-    return (
-        pl.col("iteration") if "iteration" in df.columns else pl.lit(None, dtype=pl.Int64).alias("iteration")
-    )
 
 
 def policy_samples(
@@ -410,10 +410,10 @@ def policy_samples(
         extra_band=None,
         accepted_pending=accepted_pending,
     )
-    stats = _task_stats(tasks, rows_col="n_steps")
+    stats = task_stats(tasks, rows_col="n_steps")
     steps = played(rollouts).filter(pl.col("step").is_not_null())
     steps = steps.select(
-        _iteration_expr(steps), *STEP_KEYS, "outcome", "prompt", images_column(steps), "response"
+        iteration_column(steps), *STEP_KEYS, "outcome", "prompt", images_column(steps), "response"
     )
     index = _StepIndex.build(tasks, steps)
     judged = index.encode(judgments.select(*STEP_KEYS, "judge_idx", "score"), kept_only=True)
@@ -485,7 +485,7 @@ def reward_samples(
         accepted_pending=accepted_pending,
     )
     steps = played(rollouts).filter(pl.col("step").is_not_null())
-    steps = steps.select(_iteration_expr(steps), *STEP_KEYS, "outcome")
+    steps = steps.select(iteration_column(steps), *STEP_KEYS, "outcome")
     index = _StepIndex.build(tasks, steps)
     # Row counts per drop reason (rows = judgments of tasks present in the rollouts).
     counts = judgments.select(
@@ -502,7 +502,7 @@ def reward_samples(
             )
         }
     ).row(0, named=True)
-    stats = _task_stats(tasks.with_columns(n_rows=pl.lit(0)), rows_col="n_rows")
+    stats = task_stats(tasks.with_columns(n_rows=pl.lit(0)), rows_col="n_rows")
     stats.update({k: int(v) for k, v in counts.items() if k != "rows_kept_tasks"})
     judged = index.encode(
         judgments.select(*STEP_KEYS, "judge_idx", "score", "prompt", images_column(judgments), "response"),

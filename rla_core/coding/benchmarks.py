@@ -59,6 +59,7 @@ from typing import Any
 from rla_core.coding.tasks import CodingTask, InvalidProblem, load_problems
 from rla_core.config import ProblemFormat
 from rla_core.errors import EnvironmentSpecError
+from rla_core.store.jsonl import jsonl_lines
 
 # LiveBench and LiveCodeBench grade every test with a 6 s timeout (their runners' default).
 BENCHMARK_TIME_LIMIT_S = 6.0
@@ -210,23 +211,24 @@ def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
         for k, row in enumerate(pl.read_parquet(path).iter_rows(named=True), start=1):
             yield f"{path.name}:row {k}", row
         return
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path.name}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield where, f"not valid JSON: {exc}"
-            continue
-        yield (
-            where,
-            row if isinstance(row, dict) else f"a row must be a JSON object, got {type(row).__name__}",
-        )
+    for line in jsonl_lines(path):
+        where = f"{path.name}:{line.lineno}"
+        if line.error is not None:
+            yield where, f"not valid JSON: {line.error}"
+        elif isinstance(line.value, dict):
+            yield where, line.value
+        else:
+            yield where, f"a row must be a JSON object, got {type(line.value).__name__}"
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-") or "x"
+
+
+def _problem_id(row: dict[str, Any], key: str, where: str) -> tuple[str, str]:
+    """A benchmark row's id (field ``key``) and the place its errors name: the problem, then ``where``."""
+    loc = f"problem '{row.get(key)}'" + (f" ({where})" if where else "")
+    return _field(row, key, str, loc=loc), loc
 
 
 def _field(row: dict[str, Any], name: str, kind: type | tuple[type, ...], *, loc: str) -> Any:
@@ -325,9 +327,7 @@ def livecodebench_task(
     row: dict[str, Any], *, release: str, where: str = "", time_limit_s: float = BENCHMARK_TIME_LIMIT_S
 ) -> CodingTask:
     """One LiveCodeBench code-generation row as a task (tests: public + private, as LCB grades)."""
-    qid = row.get("question_id")
-    loc = f"problem '{qid}'" + (f" ({where})" if where else "")
-    qid = _field(row, "question_id", str, loc=loc)
+    qid, loc = _problem_id(row, "question_id", where)
     question = _with_starter(_field(row, "question_content", str, loc=loc), row.get("starter_code"))
     metadata = _json_object(row.get("metadata", "{}"), field="metadata", loc=loc)
     spec = _lcb_spec(
@@ -345,9 +345,7 @@ def livebench_task(
     row: dict[str, Any], *, where: str = "", time_limit_s: float = BENCHMARK_TIME_LIMIT_S
 ) -> CodingTask:
     """One LiveBench coding row as a task: the prompt is its first turn; completion rows keep their prefix."""
-    qid = row.get("question_id")
-    loc = f"problem '{qid}'" + (f" ({where})" if where else "")
-    qid = _field(row, "question_id", str, loc=loc)
+    qid, loc = _problem_id(row, "question_id", where)
     kind = row.get("task")
     if kind not in LIVEBENCH_TASKS:
         raise EnvironmentSpecError(
@@ -401,9 +399,7 @@ def codecontests_task(
     row: dict[str, Any], *, release: str, where: str = "", time_limit_s: float = BENCHMARK_TIME_LIMIT_S
 ) -> CodingTask:
     """One CodeContests row as a stdio task: public + private + generated tests, its own time limit."""
-    name = row.get("name")
-    loc = f"problem '{name}'" + (f" ({where})" if where else "")
-    name = _field(row, "name", str, loc=loc)
+    name, loc = _problem_id(row, "name", where)
     description = _field(row, "description", str, loc=loc)
     ins: list[str] = []
     outs: list[str] = []

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rla_core.errors import EnvironmentSpecError
+from rla_core.store.jsonl import jsonl_lines
 
 
 class TestMethod(StrEnum):
@@ -170,14 +171,10 @@ def load_problems(path: str | Path) -> tuple[list[CodingTask], list[InvalidProbl
     tasks: list[CodingTask] = []
     invalid: list[InvalidProblem] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{p.name}:{lineno}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            invalid.append(InvalidProblem(where, None, f"not valid JSON: {exc}"))
+    for line in jsonl_lines(p):
+        where, raw = f"{p.name}:{line.lineno}", line.value
+        if line.error is not None:
+            invalid.append(InvalidProblem(where, None, f"not valid JSON: {line.error}"))
             continue
         try:
             task = CodingTask.from_spec(raw, where=where)

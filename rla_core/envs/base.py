@@ -13,6 +13,8 @@ Example:
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -84,3 +86,8 @@ class Environment(Protocol):
     def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
         """Expert action sequences that win the task (e.g. TextWorld's walkthrough)."""
         ...
+
+
+def canonical_spec(spec: Mapping[str, Any]) -> str:
+    """A task spec as canonical JSON (sorted keys, no spaces): the form stored in artifacts and hashed."""
+    return json.dumps(dict(spec), sort_keys=True, separators=(",", ":"))

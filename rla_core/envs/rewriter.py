@@ -161,29 +161,38 @@ class ParametricRewriter:
         nav = request.feedback.navigation_share() if request.feedback is not None else None
         if request.goal is Goal.EASIER and nav is not None and nav > 0.5:
             moves.sort(key=lambda move: 0 if move[0][0] == "world_size" else 1)
-        out: list[Candidate] = []
-        seen: set[str] = set()
+        specs = []
         for move in moves:
             spec = dict(request.parent_spec)
             for key, step in move:
                 low, high = SPEC_BOUNDS[key]
                 spec[key] = max(low, min(high, spec[key] + sign * step))
-            text = canonical_spec(spec)
-            if spec == request.parent_spec or text in seen:
-                continue
-            seen.add(text)
-            out.append(Candidate(spec=spec, raw=text))
-            if len(out) == k:
-                break
-        if not out:
-            out.append(
-                Candidate(
-                    spec=None,
-                    raw=canonical_spec(request.parent_spec),
-                    reason=f"every parameter is already at its {'upper' if sign > 0 else 'lower'} bound",
-                )
-            )
-        return out
+            specs.append(spec)
+        at_bound = f"every parameter is already at its {'upper' if sign > 0 else 'lower'} bound"
+        return distinct_moves(specs, request.parent_spec, k=k, canonical=canonical_spec, none_left=at_bound)
+
+
+def distinct_moves(
+    specs: Iterable[dict[str, Any]],
+    parent: dict[str, Any],
+    *,
+    k: int,
+    canonical: Callable[[dict[str, Any]], str],
+    none_left: str,
+) -> list[Candidate]:
+    """A parametric rewriter's candidates: the first ``k`` of ``specs`` that differ from ``parent`` and from
+    each other (compared as ``canonical`` text); none: one candidate without a spec, ``none_left`` its reason."""
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for spec in specs:
+        text = canonical(spec)
+        if spec == parent or text in seen:
+            continue
+        seen.add(text)
+        out.append(Candidate(spec=spec, raw=text))
+        if len(out) == k:
+            break
+    return out or [Candidate(spec=None, raw=canonical(parent), reason=none_left)]
 
 
 class ModelRewriter(ABC):

@@ -30,13 +30,12 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rla_core.envs.base import StepResult
+from rla_core.envs.base import StepResult, canonical_spec
 from rla_core.errors import EnvironmentSpecError
 from rla_core.store import publish_dir
 
@@ -53,11 +52,6 @@ DIFFICULTY_KEYS: tuple[str, ...] = ("quest_length", "nb_objects", "world_size")
 _GAME_FILE = "game.z8"
 _STATUS_LINE = re.compile(r"^\s*>")
 _END_LINES = re.compile(r"(\*\*\* The End \*\*\*|Would you like to RESTART|You scored \d+ out of)")
-
-
-def canonical_spec(spec: Mapping[str, Any]) -> str:
-    """The spec as canonical JSON (sorted keys, no spaces): the form stored in artifacts and hashed."""
-    return json.dumps(dict(spec), sort_keys=True, separators=(",", ":"))
 
 
 def spec_hash(spec: Mapping[str, Any]) -> str:

@@ -5,7 +5,7 @@
 * :class:`VllmServerGenerator` — an OpenAI-compatible vLLM server (``/v1/completions``), up to
   ``max_in_flight`` concurrent requests so vLLM's continuous batching sees many prompts at once.
 
-:func:`open_generator` picks one from ``models.serving.backend``: ``transformers``; ``vllm`` — a
+:meth:`GeneratorSpec.open` picks one from ``models.serving.backend``: ``transformers``; ``vllm`` — a
 per-stage server started on exactly the given checkpoint (:mod:`rla_core.models.serving`), served
 under a name unique to it and stopped by :meth:`Generator.close`; ``auto`` — vLLM when the configured
 vLLM interpreter exists and a CUDA GPU is visible, else transformers. A server that does not serve the
@@ -31,11 +31,10 @@ checkpoint given text prompts runs exactly as before, on both backends.
 
 Example:
     >>> models = ModelsConfig(serving=ServingConfig(backend=Backend.TRANSFORMERS))
-    >>> gen = open_generator(model_dir, models=models)
-    >>> out = gen.generate(["go north"], n=2, sampling=SamplingConfig(temperature=0.8), seed=1)
+    >>> with GeneratorSpec(model_dir, models=models, threads=2).open() as gen:
+    ...     out = gen.generate(["go north"], n=2, sampling=SamplingConfig(temperature=0.8), seed=1)
     >>> len(out), len(out[0])
     (1, 2)
-    >>> gen.close()
 """
 
 from __future__ import annotations
@@ -143,18 +142,19 @@ def set_torch_threads(threads: int) -> None:
 
 @dataclass(frozen=True)
 class GeneratorSpec:
-    """Everything needed to open the same generator in any process: a stage's, or a Ray shard's.
+    """Everything needed to open the same generator in any process: a stage's, a Ray shard's, a script's.
 
-    ``checkpoint``: a local directory (on a cluster, a path every node sees); ``name``: the vLLM served
-    name (a stage passes :func:`~rla_core.models.serving.served_name`); ``threads``: torch threads,
-    set before the model loads (the run's ``threads``, part of the stage key).
+    ``checkpoint``: a local directory (on a cluster, a path every node sees); ``threads``: torch threads,
+    set before the model loads (a stage's is the run's ``threads``, part of its key); ``role`` picks the
+    vLLM tensor-parallel size; ``name``: the vLLM served name (a stage passes
+    :func:`~rla_core.models.serving.served_name`; None: :func:`checkpoint_name`).
     """
 
     checkpoint: Path
-    models: GenerationModels
-    role: str
-    name: str | None
+    models: GenerationModels | ModelsConfig
     threads: int
+    role: str = "policy"
+    name: str | None = None
 
     def serves_with_vllm(self) -> bool:
         """Whether opening this generator may start a vLLM server (``auto``: when the interpreter exists;
@@ -173,59 +173,52 @@ class GeneratorSpec:
         return int(getattr(self.models.serving.tensor_parallel, str(self.role)))
 
     @contextmanager
-    def open(self) -> Iterator[Generator]:
-        """The generator, closed (its vLLM server stopped) when the block ends, also on errors."""
+    def open(self, *, runtime_dir: Path | None = None) -> Iterator[Generator]:
+        """The generation backend chosen by ``models.serving.backend`` for the checkpoint, closed (its vLLM
+        server stopped) when the block ends, also on errors.
+
+        ``transformers``: in process. ``vllm``: a server started on the checkpoint, served as ``name``
+        (its pidfile and log under ``runtime_dir``). A missing vLLM interpreter with ``backend=vllm`` is a
+        :class:`ModelError`, never a fallback.
+        """
         set_torch_threads(self.threads)
-        generator = open_generator(self.checkpoint, models=self.models, role=self.role, name=self.name)
+        generator = self._start(runtime_dir)
         try:
             yield generator
         finally:
             generator.close()
+
+    def _start(self, runtime_dir: Path | None) -> Generator:
+        models, model = self.models, self.checkpoint
+        # The dtype resolved for models.device (a stage's slice is resolved already: then this is a no-op).
+        serving = models.serving.model_copy(
+            update={"dtype": models.serving.dtype.resolve(cuda=on_cuda(models.device))}
+        )
+        if resolve_backend(serving) is Backend.VLLM:
+            validate_checkpoint(Path(model))
+            served = self.name or checkpoint_name(model, self.role)
+            server = VllmServer.start(
+                model, name=served, role=self.role, serving=serving, runtime_dir=runtime_dir
+            )
+            try:
+                return VllmServerGenerator(
+                    server.base_url, model=served, max_in_flight=serving.max_in_flight,
+                    tokenizer_dir=Path(model) if serving.chat_template else None, server=server,
+                    vision_dir=Path(model) if is_vision_language(Path(model)) else None,
+                )  # fmt: skip
+            except BaseException:
+                server.stop()
+                raise
+        return TransformersGenerator(
+            Path(model), device=models.device, batch_size=models.generation_batch_size,
+            chat_template=serving.chat_template, dtype=serving.dtype,
+        )  # fmt: skip
 
 
 def checkpoint_name(model: str | Path, role: str) -> str:
     """A served name for a checkpoint opened outside a stage (e.g. ``rla eval``): its resolved path's hash."""
     digest = hashlib.sha256(str(Path(model).resolve()).encode()).hexdigest()[:16]
     return f"rla-path-{digest}-{role}"
-
-
-def open_generator(
-    model: str | Path,
-    *,
-    models: GenerationModels | ModelsConfig,
-    role: str = "policy",
-    name: str | None = None,
-    runtime_dir: Path | None = None,
-) -> Generator:
-    """Open the generation backend chosen by ``models.serving.backend`` for the checkpoint dir ``model``.
-
-    ``transformers``: in process. ``vllm``: a server started on ``model`` (role ``role`` picks the
-    tensor-parallel size), served as ``name`` (stages pass :func:`~rla_core.models.serving.served_name`
-    of the producing stage's content key; default :func:`checkpoint_name`) and stopped by ``close()``.
-    A missing vLLM interpreter with ``backend=vllm`` is a :class:`ModelError`, never a fallback.
-    """
-    # The dtype resolved for models.device (a stage's slice is resolved already: then this is a no-op).
-    serving = models.serving.model_copy(
-        update={"dtype": models.serving.dtype.resolve(cuda=on_cuda(models.device))}
-    )
-    backend = resolve_backend(serving)
-    if backend is Backend.VLLM:
-        validate_checkpoint(Path(model))
-        served = name or checkpoint_name(model, role)
-        server = VllmServer.start(model, name=served, role=role, serving=serving, runtime_dir=runtime_dir)
-        try:
-            return VllmServerGenerator(
-                server.base_url, model=served, max_in_flight=serving.max_in_flight,
-                tokenizer_dir=Path(model) if serving.chat_template else None, server=server,
-                vision_dir=Path(model) if is_vision_language(Path(model)) else None,
-            )  # fmt: skip
-        except BaseException:
-            server.stop()
-            raise
-    return TransformersGenerator(
-        Path(model), device=models.device, batch_size=models.generation_batch_size,
-        chat_template=serving.chat_template, dtype=serving.dtype,
-    )  # fmt: skip
 
 
 def chat_formatter(tokenizer: Any) -> Callable[[str], str] | None:
@@ -648,7 +641,7 @@ class VllmServerGenerator:
 
     def _http(self) -> httpx.Client:
         if self._client is None:
-            raise ModelError("this VllmServerGenerator is closed: open a new one with open_generator()")
+            raise ModelError("this VllmServerGenerator is closed: open a new one with GeneratorSpec.open()")
         return self._client
 
     @overload
@@ -666,7 +659,7 @@ class VllmServerGenerator:
         if self._vision is None:
             raise ModelError(
                 f"image prompts for {self.model}, which this generator was not opened as a vision-language "
-                "checkpoint for (open_generator passes vision_dir for one): give the role a vision-language "
+                "checkpoint for (GeneratorSpec.open passes vision_dir for one): give the role a vision-language "
                 "checkpoint or turn its images off"
             )
         return self._vision

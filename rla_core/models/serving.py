@@ -180,7 +180,7 @@ class VllmServer:
         argv = server_argv(
             interpreter, ckpt.resolve(), name=name, port=port, tensor_parallel=tp,
             # Explicit, never vLLM's own 'auto' (which casts a float32 checkpoint to half precision):
-            # open_generator passes the dtype resolved for models.device; a bare 'auto' here means the
+            # GeneratorSpec.open passes the dtype resolved for models.device; a bare 'auto' here means the
             # GPU when one is visible, as models.device=auto does.
             dtype=serving.dtype.resolve(cuda=on_cuda("auto")).value,
             extra_args=(*_vision_args(ckpt, rdir / "chat-templates" / f"{name}.jinja"), *serving.extra_args),

@@ -10,7 +10,6 @@ programs: ``coding_rewards.score_programs``; task accuracy, the same rule in eve
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -19,6 +18,7 @@ import polars as pl
 
 from rla_core.config import JudgeSource, RunConfig
 from rla_core.errors import ConfigError, EnvironmentSpecError
+from rla_core.store.jsonl import jsonl_lines
 
 if TYPE_CHECKING:
     from rla_core.algo.curriculum import PlayTask, RewriteTarget
@@ -63,13 +63,9 @@ def numbered_jsonl(path: str | Path, *, what: str) -> list[tuple[int, dict[str, 
     if not p.is_file():
         raise ConfigError(f"{what} file '{path}' does not exist; set it in the config or pass --tasks")
     rows: list[tuple[int, dict[str, Any]]] = []
-    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise EnvironmentSpecError(f"{what} file '{p}' line {lineno} is not JSON: {exc.msg}") from None
+    for lineno, row, error in jsonl_lines(p):
+        if error is not None:
+            raise EnvironmentSpecError(f"{what} file '{p}' line {lineno} is not JSON: {error.msg}") from None
         if not isinstance(row, dict):
             raise EnvironmentSpecError(f"{what} file '{p}' line {lineno} is not a JSON object")
         rows.append((lineno, row))

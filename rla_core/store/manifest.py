@@ -58,6 +58,14 @@ class ArtifactEntry:
     fingerprint: str | None = None
 
 
+def _untagged(data: bytes, tag: str) -> dict[str, Any]:
+    """The JSON object ``data`` less its format tag; ValueError unless that tag is ``tag``."""
+    raw: dict[str, Any] = json.loads(data)
+    if raw.pop("format") != tag:
+        raise ValueError(f"format tag is not '{tag}'")
+    return raw
+
+
 @dataclass(frozen=True)
 class Manifest:
     """The committed record of one stage attempt (docs/architecture.md#the-design-contract)."""
@@ -111,9 +119,7 @@ class Manifest:
     def from_json(cls, data: bytes, *, where: str) -> Manifest:
         """Parse manifest bytes; ArtifactError names the file if they are not a valid manifest."""
         try:
-            raw = json.loads(data)
-            if raw.pop("format") != MANIFEST_FORMAT:
-                raise ValueError("format tag is not 'rla-manifest'")
+            raw = _untagged(data, MANIFEST_FORMAT)
             if raw["format_version"] > MANIFEST_VERSION:
                 raise ValueError(
                     f"format_version {raw['format_version']} is newer than this code ({MANIFEST_VERSION})"
@@ -154,9 +160,6 @@ class RunInfo:
     def from_json(cls, data: bytes, *, where: str) -> RunInfo:
         """Parse run.json bytes; ArtifactError names the file if they are not valid."""
         try:
-            raw = json.loads(data)
-            if raw.pop("format") != RUN_INFO_FORMAT:
-                raise ValueError("format tag is not 'rla-run'")
-            return cls(**raw)
+            return cls(**_untagged(data, RUN_INFO_FORMAT))
         except (ValueError, KeyError, TypeError) as exc:
             raise ArtifactError(f"run info '{where}' is not a valid run.json ({exc})") from exc

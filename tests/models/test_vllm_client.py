@@ -23,9 +23,9 @@ import torch
 from rla_core.config import Backend, ModelsConfig, SamplingConfig, ServingConfig, load_config
 from rla_core.errors import ModelError
 from rla_core.models.generator import (
+    GeneratorSpec,
     TransformersGenerator,
     VllmServerGenerator,
-    open_generator,
     resolve_backend,
 )
 from rla_core.models.serving import free_port, served_name
@@ -144,8 +144,12 @@ def test_concurrent_requests_report_progress_as_answers_arrive(fake_server: _Fak
 
 def test_vllm_backend_without_interpreter_is_an_error(tiny_model: Path, tmp_path: Path) -> None:
     serving = ServingConfig(backend=Backend.VLLM, interpreter=str(tmp_path / "no-venv" / "python"))
-    with pytest.raises(ModelError, match=r"models\.serving\.interpreter=.*no-venv.*backend=transformers"):
-        open_generator(tiny_model, models=ModelsConfig(serving=serving))
+    spec = GeneratorSpec(tiny_model, ModelsConfig(serving=serving), threads=torch.get_num_threads())
+    with (
+        pytest.raises(ModelError, match=r"models\.serving\.interpreter=.*no-venv.*backend=transformers"),
+        spec.open(),
+    ):
+        pass
 
 
 def test_auto_backend(tiny_model: Path, tmp_path: Path) -> None:
@@ -153,9 +157,11 @@ def test_auto_backend(tiny_model: Path, tmp_path: Path) -> None:
     assert resolve_backend(missing) is Backend.TRANSFORMERS
     present = ServingConfig(interpreter=sys.executable)
     assert resolve_backend(present) is (Backend.VLLM if torch.cuda.is_available() else Backend.TRANSFORMERS)
-    gen = open_generator(tiny_model, models=ModelsConfig(serving=missing, device="cpu"))
-    assert isinstance(gen, TransformersGenerator)
-    gen.close()
+    spec = GeneratorSpec(
+        tiny_model, ModelsConfig(serving=missing, device="cpu"), threads=torch.get_num_threads()
+    )
+    with spec.open() as gen:
+        assert isinstance(gen, TransformersGenerator)
 
 
 def test_speed_only_serving_keys_stay_out_of_stage_keys() -> None:

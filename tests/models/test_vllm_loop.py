@@ -223,17 +223,19 @@ def test_each_stage_serves_its_own_checkpoint_on_every_replica(
 
     # The replicas' rows merge to what one server gives: evaluate@1 again, local, on one server.
     from flows.runs import load_run_config
+    from rla_core.algo.metrics import eval_rows
     from rla_core.config import ClusterConfig
     from rla_core.stage_inputs import EvaluateInputs
-    from tasks.evaluate import eval_seed, evaluate_checkpoint
+    from tasks.evaluate import eval_seed, play_checkpoint
 
     cfg = load_run_config(store, "served")
     inputs = EvaluateInputs.from_config(cfg.model_copy(update={"cluster": ClusterConfig()}))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime.parent))  # this server's pidfile and log: the test's
-    one = evaluate_checkpoint(
+    played = play_checkpoint(
         inputs, ckpts[1], tasks_file=None, iteration=1, seed=eval_seed(cfg.seed),
         served_as=served_name(policy_keys[1], "policy"),
     )  # fmt: skip
+    one = eval_rows(played.frames["rollouts"], iteration=1)
     stored = pl.read_parquet(io.BytesIO(store.read_file("served", 1, "evaluate", "eval.parquet")))
     assert one.height == stored.height > 1
     assert one.equals(stored), f"{POLICY_REPLICAS} replicas' evaluation differs from one server's"

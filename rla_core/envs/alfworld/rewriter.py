@@ -55,7 +55,7 @@ from rla_core.envs.alfworld.spec import (
     canonical_spec,
     parse_goal,
 )
-from rla_core.envs.rewriter import Candidate, ModelRewriter, RewriteRequest
+from rla_core.envs.rewriter import Candidate, ModelRewriter, RewriteRequest, distinct_moves
 from rla_core.errors import EnvironmentSpecError
 
 if TYPE_CHECKING:
@@ -212,21 +212,13 @@ class ParametricRewriter:
                 Candidate(spec=None, raw=canonical_spec(parent), reason="a published game has no parameters")
             ]
         sign = 1 if request.goal is Goal.HARDER else -1
-        out: list[Candidate] = []
-        seen: set[str] = set()
-        for move in self._moves(parent, sign):
-            text = canonical_spec(move)
-            if move == parent or text in seen:
-                continue
-            seen.add(text)
-            out.append(Candidate(spec=move, raw=text))
-            if len(out) == k:
-                break
-        if not out:
-            out.append(
-                Candidate(spec=None, raw=canonical_spec(parent), reason="every parameter is at its bound")
-            )
-        return out
+        return distinct_moves(
+            self._moves(parent, sign),
+            parent,
+            k=k,
+            canonical=canonical_spec,
+            none_left="every parameter is at its bound",
+        )
 
     @staticmethod
     def _moves(parent: dict[str, Any], sign: int) -> list[dict[str, Any]]:

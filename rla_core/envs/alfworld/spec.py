@@ -33,12 +33,12 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from rla_core.envs.base import canonical_spec
 from rla_core.errors import EnvironmentSpecError
 
 
@@ -87,11 +87,6 @@ GENERATED_KEYS: tuple[str, ...] = (
 MAX_DISTRACTORS = 20
 RECEPTACLE_CAP_RANGE = (2, 60)
 MAX_SEED = 2**31 - 1
-
-
-def canonical_spec(spec: Mapping[str, Any]) -> str:
-    """The spec as canonical JSON (sorted keys, no spaces): the form hashed and stored."""
-    return json.dumps(dict(spec), sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,11 @@ Example:
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 from typing import Any
 
 from rla_core.errors import EnvironmentSpecError
+from rla_core.store.jsonl import jsonl_lines
 
 SPEC_KEYS = ("hint_level", "seed", "task")
 MAX_HINT_LEVEL = 2
@@ -90,21 +90,14 @@ def check_spec(spec: dict[str, Any], *, known_tasks: list[str]) -> None:
             )
 
 
-def canonical_spec(spec: dict[str, Any]) -> str:
-    """The spec as canonical JSON (sorted keys, no spaces)."""
-    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
-
-
 def load_specs(path: Path, *, known_tasks: list[str]) -> list[dict[str, Any]]:
     """Read a JSONL task file (one spec per line, blank lines skipped), validating every line."""
     specs = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            spec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise EnvironmentSpecError(f"{path}:{lineno}: not valid JSON ({exc}); one spec per line") from exc
+    for lineno, spec, error in jsonl_lines(path):
+        if error is not None:
+            raise EnvironmentSpecError(
+                f"{path}:{lineno}: not valid JSON ({error}); one spec per line"
+            ) from error
         try:
             check_spec(spec, known_tasks=known_tasks)
         except EnvironmentSpecError as exc:
