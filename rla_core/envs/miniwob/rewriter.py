@@ -25,10 +25,10 @@ from typing import Any
 
 import polars as pl
 
+from rla_core.envs.base import canonical_spec
 from rla_core.envs.miniwob.tasks import (
     FAMILIES,
     MAX_HINT_LEVEL,
-    canonical_spec,
     check_spec,
     difficulty,
     family_of,
