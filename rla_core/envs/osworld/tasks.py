@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rla_core.errors import EnvironmentSpecError
+from rla_core.store.jsonl import jsonl_lines
 
 if TYPE_CHECKING:
     from rla_core.envs.desktop.availability import Reason
@@ -299,13 +300,10 @@ def load_tasks(path: Path) -> list[dict[str, Any]]:
                 example = _read_json(file, f"example {tid!r} of domain {domain!r} listed in '{path}':")
                 out.append(_checked(example, domain, str(file)))
     else:
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if line.strip():
-                try:
-                    example = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise OsworldTaskError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-                out.append(_checked(example, None, f"{path}:{lineno}"))
+        for lineno, example, error in jsonl_lines(path):
+            if error is not None:
+                raise OsworldTaskError(f"{path}:{lineno}: not JSON ({error.msg})")
+            out.append(_checked(example, None, f"{path}:{lineno}"))
     keys = [task_key(t) for t in out]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
