@@ -1,14 +1,15 @@
 # Two entry points (README): `make run` runs the default loop, `make test` runs the test suite.
-# Both create the virtual environment on first use (torch's CPU build first, then the project).
+# Both create the virtual environment on first use (torch's CPU build first, then the project, then the
+# example environment plug-in under examples/, which the tests run).
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml examples/numberline/pyproject.toml | sha1sum | cut -c1-12)
 
 .PHONY: setup setup-vllm run test test-slow lint typecheck unit slow bench
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/numberline/pyproject.toml
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
 
@@ -16,8 +17,8 @@ run: setup
 	$(VENV)/bin/rla run
 
 lint: setup
-	$(VENV)/bin/ruff check rla_core flows tasks tests benchmarks
-	$(VENV)/bin/ruff format --check rla_core flows tasks tests benchmarks
+	$(VENV)/bin/ruff check rla_core flows tasks tests benchmarks examples
+	$(VENV)/bin/ruff format --check rla_core flows tasks tests benchmarks examples
 
 typecheck: setup
 	$(VENV)/bin/mypy rla_core tasks flows

@@ -41,7 +41,7 @@ def changed_task_files(store: ArtifactStore, cfg: RunConfig, run_id: str, *, acc
         now = stage.file_digest(sliced) or ""
         if now.startswith("missing:") or now == recorded.get("sha256"):
             continue  # a missing file is the preflight's own problem
-        changed.setdefault(stage.reads_file(sliced), []).append(
+        changed.setdefault(str(stage.reads_file(sliced)), []).append(
             (iteration, name, str(recorded.get("sha256")), now)
         )
     train_key, eval_key = task_file_keys(cfg.setting)

@@ -32,6 +32,7 @@ class Setting(StrEnum):
     TEXTGAME = "textgame"
     CODING = "coding"
     GUI = "gui"
+    PLUGIN = "plugin"  # an installed environment plug-in (plugin.name; docs/environments.md)
 
 
 class Backend(StrEnum):
@@ -586,6 +587,20 @@ class GuiConfig(_Section):
     )
 
 
+class PluginConfig(_Section):
+    """An environment plug-in from its own package (``setting: plugin``; docs/environments.md)."""
+
+    name: str = Field(
+        "",
+        description="The plug-in's entry-point name in the 'rlanything.environments' group (an unknown name "
+        "lists the installed ones).",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The plug-in's own options, validated by its options model when the config is loaded.",
+    )
+
+
 class AdaptationConfig(_Section):
     """Environment task adaptation (spec §3)."""
 
@@ -801,6 +816,7 @@ class RunConfig(_Section):
     textgame: TextGameConfig = Field(default_factory=TextGameConfig)
     coding: CodingConfig = Field(default_factory=CodingConfig)
     gui: GuiConfig = Field(default_factory=GuiConfig)
+    plugin: PluginConfig = Field(default_factory=PluginConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
 
@@ -832,6 +848,21 @@ class RunConfig(_Section):
                 "coding problems have no generation parameters to move: set adaptation.rewriter=llm with "
                 "models.environment, or adaptation.enabled=false for a static problem set"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _plugin_is_installed(self) -> Self:
+        """``setting: plugin`` names an installed plug-in whose own model accepts ``plugin.options``."""
+        if self.setting is not Setting.PLUGIN:
+            return self
+        from rla_core.plugins import load_plugin
+
+        if not self.plugin.name:
+            raise ValueError("setting=plugin needs plugin.name: the entry-point name of an installed plug-in")
+        try:
+            load_plugin(self.plugin.name, self.plugin.options)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
         return self
 
     @model_validator(mode="after")
@@ -905,6 +936,7 @@ _SETTING_DEFAULTS: dict[Setting, dict[str, Any]] = {
         "rollout": {"max_steps": 1},
     },
     Setting.GUI: {"reward": {"policy_acc_band": {"low": 0.0, "high": 1.0}}},
+    Setting.PLUGIN: {},
 }
 
 

@@ -91,6 +91,8 @@ def preflight(cfg: RunConfig) -> list[Problem]:
 
 def _task_files(cfg: RunConfig) -> list[Problem]:
     problems: list[Problem] = []
+    if cfg.setting is Setting.PLUGIN:
+        return _plugin_tasks(cfg)
     for key, held_out in zip(task_file_keys(cfg.setting), (False, True), strict=True):
         path = str(config_value(cfg, key))
         problems += _task_file(cfg, key, path, held_out=held_out)
@@ -126,7 +128,18 @@ def _task_file(cfg: RunConfig, key: str, path: str, *, held_out: bool) -> list[P
     return []
 
 
-def _load_tasks(cfg: RunConfig, path: str, *, held_out: bool) -> list[Any]:
+def _plugin_tasks(cfg: RunConfig) -> list[Problem]:
+    """A plug-in's tasks come from its code: both splits load and are well-formed (ids, specs)."""
+    for held_out in (False, True):
+        try:
+            if not _load_tasks(cfg, None, held_out=held_out):
+                return [Problem("plugin.name", f"plug-in {cfg.plugin.name!r} lists no tasks")]
+        except RlaError as exc:
+            return [Problem("plugin.name", _first_line(exc))]
+    return []
+
+
+def _load_tasks(cfg: RunConfig, path: str | None, *, held_out: bool) -> list[Any]:
     """The tasks of a file as the seed (training) or evaluate (held-out) stage reads them."""
     from rla_core.settings import adapter_of
     from rla_core.stage_inputs import EvaluateInputs, SeedTasksInputs

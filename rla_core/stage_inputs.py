@@ -113,6 +113,13 @@ class StageInputs(Slice):
                 node = node.get(part) if isinstance(node, dict) else None
             if isinstance(node, dict):
                 node.pop(leaf, None)
+        plugin = dumped.get("plugin")
+        if isinstance(
+            plugin, dict
+        ):  # a plug-in's code is not ours to hash: its package version stands for it
+            from rla_core.plugins import installed_version
+
+            plugin["version"] = installed_version(plugin["name"])
         return dumped
 
 
@@ -337,7 +344,21 @@ class GuiEval(GuiEnv):
     eval_tasks: str
 
 
-EnvSection = TextGameEnv | CodingSandbox | GuiEnv
+class PluginChoice(Slice):
+    """Which environment plug-in a stage that opens no environment reads (judge: its template; label);
+    its package's version enters the stage key beside it (:meth:`StageInputs.key_json`)."""
+
+    name: str
+
+
+class PluginSection(PluginChoice):
+    """What opening an environment plug-in reads: its name and its own options (and, in the key, its
+    package's version)."""
+
+    options: dict[str, Any]
+
+
+EnvSection = TextGameEnv | CodingSandbox | GuiEnv | PluginSection
 
 
 class RolloutSteps(Slice):
@@ -393,9 +414,10 @@ class SeedTasksInputs(StageInputs):
     textgame: TextGameTasks | None
     coding: CodingTasks | None
     gui: GuiTasks | None
+    plugin: PluginSection | None
 
-    def task_file(self) -> str:
-        """The training task file whose bytes also enter the key."""
+    def task_file(self) -> str | None:
+        """The training task file whose bytes also enter the key (None: a plug-in's tasks are its code)."""
         return _section_file(self.textgame, self.coding, self.gui, "tasks", "problems")
 
 
@@ -408,8 +430,9 @@ class BootstrapInputs(StageInputs):
     textgame: TextGameTasks | None
     coding: CodingWarmStart | None
     gui: GuiWarmStart | None
+    plugin: PluginSection | None
 
-    def task_file(self) -> str:
+    def task_file(self) -> str | None:
         return _section_file(self.textgame, self.coding, self.gui, "tasks", "problems")
 
     def seed_sources(self) -> SeedTasksInputs:
@@ -440,6 +463,7 @@ class RolloutInputs(_PlaysEpisodes):
     textgame: TextGameEnv | None
     coding: CodingSandbox | None
     gui: GuiRollout | None
+    plugin: PluginSection | None
 
 
 class EvaluateInputs(_PlaysEpisodes):
@@ -451,8 +475,9 @@ class EvaluateInputs(_PlaysEpisodes):
     textgame: TextGameEval | None
     coding: CodingEval | None
     gui: GuiEval | None
+    plugin: PluginSection | None
 
-    def task_file(self) -> str:
+    def task_file(self) -> str | None:
         """The held-out task file whose bytes also enter the key."""
         return _section_file(self.textgame, self.coding, self.gui, "eval_tasks", "eval_problems")
 
@@ -465,6 +490,7 @@ class JudgeInputs(StageInputs):
     models: JudgeModels
     textgame: TextGameEngineChoice | None  # the engine picks the adapter
     gui: GuiEngineChoice | None
+    plugin: PluginChoice | None
 
 
 class WriteTestsInputs(StageInputs):
@@ -489,6 +515,7 @@ class LabelInputs(StageInputs):
     adaptation: AdaptationConfig
     textgame: TextGameEngineChoice | None  # the engine picks the adapter
     gui: GuiEngineChoice | None
+    plugin: PluginChoice | None
 
 
 class AdaptInputs(StageInputs):
@@ -501,6 +528,7 @@ class AdaptInputs(StageInputs):
     textgame: TextGameEnv | None
     coding: CodingRewrite | None
     gui: GuiEnv | None
+    plugin: PluginSection | None
 
 
 class TrainPolicyInputs(StageInputs):
@@ -517,12 +545,14 @@ class TrainRewardInputs(StageInputs):
     models: TrainModels
 
 
-def _section_file(textgame: Any, coding: Any, gui: Any, field: str, coding_field: str) -> str:
+def _section_file(textgame: Any, coding: Any, gui: Any, field: str, coding_field: str) -> str | None:
     if textgame is not None:
         return str(getattr(textgame, field))
     if coding is not None:
         return str(getattr(coding, coding_field))
-    return str(getattr(gui, field))
+    if gui is not None:
+        return str(getattr(gui, field))
+    return None  # a plug-in: its tasks come from its code, keyed by its version
 
 
 # ---- what a rollout plays (the rollout and evaluate stages; the unit a shard carries) ------------

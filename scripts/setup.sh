@@ -19,6 +19,8 @@ wait "$fd_build"
 # alfworld ships the ALFRED domain, grammar, floor plans and goal library; --no-deps keeps its
 # simulator extras (ai2thor, opencv, torchvision ...) out.
 "$venv/bin/python" -m pip install -q --no-deps "alfworld==0.4.2"
+# The example environment plug-in (docs/environments.md): editable, no dependencies; the tests run it.
+"$venv/bin/python" -m pip install -q --no-deps -e examples/numberline
 # Sandbox user for model-written code (rla_core/sandbox): unprivileged, no home, no shell.
 if [ "$(id -u)" = "0" ] && ! id rla-sandbox >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin rla-sandbox

@@ -294,7 +294,7 @@ class Stage(Generic[InputsT]):
         body: StageBody,
         *,
         inputs: type[InputsT],
-        reads_file: Callable[[InputsT], str] | None,
+        reads_file: Callable[[InputsT], str | None] | None,
     ) -> None:
         if name in STAGES and STAGES[name].body.__module__ != body.__module__:
             raise ValueError(
@@ -343,10 +343,11 @@ class Stage(Generic[InputsT]):
 
     def file_digest(self, sliced: InputsT) -> str | None:
         """sha256 of the data file the stage reads (``reads_file``; part of its key), or None."""
-        return None if self.reads_file is None else file_digest(self.reads_file(sliced))
+        path = None if self.reads_file is None else self.reads_file(sliced)
+        return None if path is None else file_digest(path)
 
     def _read_file(self, sliced: InputsT) -> dict[str, Any]:
-        if self.reads_file is None:
+        if self.reads_file is None or self.reads_file(sliced) is None:
             return {}
         return {READ_FILE_KEY: {"path": self.reads_file(sliced), "sha256": self.file_digest(sliced)}}
 
@@ -441,7 +442,7 @@ def all_stages() -> dict[StageName, Stage[Any]]:
 
 
 def stage(
-    name: StageName, *, inputs: type[InputsT], reads_file: Callable[[InputsT], str] | None = None
+    name: StageName, *, inputs: type[InputsT], reads_file: Callable[[InputsT], str | None] | None = None
 ) -> Callable[[StageBody], Stage[InputsT]]:
     """Declare a stage body and the configuration slice it reads (see the module docstring)."""
 

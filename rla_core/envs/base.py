@@ -34,6 +34,7 @@ class EnvErrorKind(StrEnum):
     BROWSER_TIMEOUT = "browser_timeout"  # a browser call exceeded its timeout (the browser was killed)
     NO_ACTIONS = "no_actions"  # the page or desktop offered no admissible action: it broke
     SANDBOX = "sandbox"  # the code sandbox died under a program (coding)
+    PLUGIN = "plugin"  # an environment plug-in raised or returned something malformed (docs/environments.md)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from string import Template
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import polars as pl
@@ -71,7 +72,7 @@ def policy_row(step: DemoStep, *, images: int = 0) -> dict[str, Any]:
     return {"prompt": step.prompt, "images": shown, "response": step.response}
 
 
-def judge_row(step: DemoStep, *, template: str, screens: bool = False) -> dict[str, Any]:
+def judge_row(step: DemoStep, *, template: str | Template, screens: bool = False) -> dict[str, Any]:
     """A judge warm-start row labelled by whether the action was optimal; ``screens``: with the step's
     screen and the one after it, as the judge sees them (``models.images.reward``)."""
     prompt = render_judge_prompt(
@@ -287,7 +288,7 @@ def judge_demos(
     max_steps: int = 4,
     seed: int = 0,
     history_turns: int = 2,
-    judge_template: str = "judge",
+    judge_template: str | Template = "judge",
     screens: bool = False,
 ) -> pl.DataFrame:
     """Judge SFT rows (prompt, images, response) from expert and random trajectories, labelled by

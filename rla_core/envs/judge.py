@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from string import Template
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -50,7 +51,7 @@ def judge_steps(
     seed: int,
     iteration: int,
     mode: GenerationMode = GenerationMode.JOINT,
-    template: str = "judge",
+    template: str | Template = "judge",
     strict: bool = False,
     screens: Path | None = None,
 ) -> pl.DataFrame:
@@ -121,7 +122,7 @@ def judge_steps(
     return validate("judgments", frame, where="judge_steps")
 
 
-def _judge_prompt(step: dict[str, Any], *, template: str, screens: Path | None) -> Prompt:
+def _judge_prompt(step: dict[str, Any], *, template: str | Template, screens: Path | None) -> Prompt:
     text = render_judge_prompt(
         prompt=strip_image_slots(step["prompt"]),
         response=step["response"],

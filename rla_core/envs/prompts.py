@@ -121,14 +121,16 @@ def replace_action_list(prompt: str, actions: Sequence[str]) -> str:
     return prompt[:start] + number_actions(actions) + prompt[end:]
 
 
-def render_judge_prompt(*, prompt: str, response: str, next_observation: str, template: str = "judge") -> str:
+def render_judge_prompt(
+    *, prompt: str, response: str, next_observation: str, template: str | Template = "judge"
+) -> str:
     """The judge prompt for one step: the agent's prompt, its response and the next observation (spec §5).
 
-    ``template`` is ``judge`` (text games, AlfWorld-style) or ``gui_judge`` (GUI, OSWorld-style).
+    ``template`` is ``judge`` (text games, AlfWorld-style), ``gui_judge`` (GUI, OSWorld-style), or an
+    environment plug-in's own :class:`string.Template` (docs/environments.md).
     """
-    return load_template(template).substitute(
-        prompt=prompt, response=response, next_observation=next_observation
-    )
+    chosen = template if isinstance(template, Template) else load_template(template)
+    return chosen.substitute(prompt=prompt, response=response, next_observation=next_observation)
 
 
 def render_failure_summary_prompt(

@@ -1,5 +1,8 @@
 """The registry of setting adapters: one adapter per (setting, engine), each registered as what it is.
 
+An environment plug-in (``setting: plugin``) is found by its name at run time, through its entry point
+(:mod:`rla_core.plugins`): its adapter is :class:`~rla_core.settings.plugin.PluginSetting` of that name.
+
 A stage asks :func:`adapter_of` (its slice's setting and the engine of that setting's section) or
 :func:`adapter_for` for the adapter, and calls the methods of
 :class:`~rla_core.settings.base.SettingAdapter`; nothing dispatches on the engine inside an adapter.
@@ -63,8 +66,19 @@ ADAPTERS: dict[tuple[Setting, Engine | None], Callable[[], SettingAdapter]] = {
 }
 
 
-def adapter_for(setting: Setting, engine: Engine | None) -> SettingAdapter:
-    """The adapter registered for ``setting`` played by ``engine`` (None for the coding setting)."""
+def adapter_for(setting: Setting, engine: Engine | str | None) -> SettingAdapter:
+    """The adapter registered for ``setting`` played by ``engine`` (None for the coding setting; the
+    plug-in's name for ``setting: plugin``)."""
+    if setting is Setting.PLUGIN:
+        from rla_core.settings.plugin import PluginSetting
+
+        if not isinstance(engine, str) or not engine:
+            raise ConfigError(
+                "setting=plugin needs plugin.name: the entry-point name of an installed plug-in"
+            )
+        return PluginSetting.named(engine)
+    if engine is not None and not isinstance(engine, TextGameEngine | GuiEngine):
+        raise ConfigError(f"setting {setting.value!r} has no engine {engine!r}")
     make = ADAPTERS.get((setting, engine))
     if make is None:
         known = ", ".join(f"{s.value}/{e.value if e is not None else '-'}" for s, e in ADAPTERS)
@@ -74,9 +88,13 @@ def adapter_for(setting: Setting, engine: Engine | None) -> SettingAdapter:
     return make()
 
 
-def engine_of(section: object) -> Engine | None:
-    """The engine a setting's config section names (``textgame.engine``, ``gui.engine``); None for a
-    section without one (coding)."""
+def engine_of(section: object) -> Engine | str | None:
+    """The engine a setting's config section names (``textgame.engine``, ``gui.engine``, a plug-in's
+    ``plugin.name``); None for a section without one (coding)."""
+    from rla_core.stage_inputs import PluginChoice
+
+    if isinstance(section, PluginChoice):
+        return section.name
     engine = getattr(section, "engine", None)
     return engine if isinstance(engine, TextGameEngine | GuiEngine) else None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from string import Template
 from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
@@ -106,7 +107,12 @@ class SettingAdapter(Protocol):
     """The per-setting operations the stages call; each receives its stage's typed slice (or request)."""
 
     env_name: str
-    judge_template: str  # prompt template of the step judge (rla_core/envs/templates)
+
+    @property
+    def judge_template(self) -> str | Template:
+        """The step judge's prompt: a template name (rla_core/envs/templates) or a plug-in's own template."""
+        ...
+
     judge_strict: bool  # OSWorld's strict score parsing instead of AlfWorld's tolerant one (spec §5)
     # The rollout samples every episode in one generate call (coding's programs): on a cluster its
     # prompts shard, not its episodes.

@@ -133,8 +133,16 @@ REFS = {name: StageRef("keys", 0, name, 1, f"ck-{name}", {}) for name in ("tasks
 def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) -> None:
     # GUI runs with vision-language models, so that switching either role's screens on validates.
     vl = ["models.policy=tiny-vl:policy", "models.reward=tiny-vl:reward"] if setting == "gui" else []
+    # A plug-in run names an installed plug-in: the example package (examples/numberline).
+    plugin = ["plugin.name=numberline"] if setting == "plugin" else []
     base = load_config(
-        overrides=[f"setting={setting}", "adaptation.rewriter=llm", "models.environment=tiny:env", *vl]
+        overrides=[
+            f"setting={setting}",
+            "adaptation.rewriter=llm",
+            "models.environment=tiny:env",
+            *vl,
+            *plugin,
+        ]
     )
     leaves = list(_leaves(RunConfig, base))
     assert len(leaves) > 100  # every field of the config, not a hand-picked few
@@ -159,7 +167,10 @@ def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) ->
     # judge.source=oracle validates only with a frozen reward model in a static environment (and never for
     # coding): its keys are checked by test_the_oracle_arm_runs_no_judge_and_keys_its_labels.
     oracle = ["judge.source"]
-    expected = screens + oracle + (["adaptation.rewriter"] if setting == "coding" else [])
+    # A plug-in run's name and options validate only as an installed plug-in and its own options model:
+    # their keys are checked by tests/plugins/test_plugin_contract.py (options and the package version).
+    plugin_keys = ["plugin.name", "plugin.options"] if setting == "plugin" else []
+    expected = screens + oracle + plugin_keys + (["adaptation.rewriter"] if setting == "coding" else [])
     assert sorted(unchangeable) == sorted(expected)
 
 

@@ -1,0 +1,292 @@
+"""An environment plug-in (:mod:`rla_core.plugins`) as an :class:`~rla_core.envs.base.Environment`, and its rewrites.
+
+:class:`PluginEnvironment` checks everything a plug-in hands back before the loop uses it, and names the
+plug-in in every error (docs/environments.md):
+
+- its tasks: :class:`~rla_core.plugins.Task` values, ids non-empty strings unique within a split, specs
+  JSON objects inside the rewrite space — else :class:`~rla_core.errors.EnvironmentSpecError` (the stage
+  fails before anything is written);
+- an exception in ``reset``, ``step``, ``score`` or ``expert_actions``, or a malformed observation or score,
+  is an :class:`~rla_core.errors.EnvironmentFault` of kind ``plugin``: that episode ends ``env_error``
+  (replayed, never the policy's loss; docs/environment-errors.md);
+- a rewrite outside the declared :class:`~rla_core.plugins.RewriteSpace` is an invalid proposal with the
+  reason (:func:`check_variant`), as is one the plug-in's own ``check_variant`` rejects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from string import Template
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rla_core.algo.adaptation import Goal
+from rla_core.envs.base import EnvErrorKind, StepResult, canonical_spec
+from rla_core.envs.rewriter import Candidate, ModelRewriter, RewriteRequest, distinct_moves, parse_candidate
+from rla_core.errors import EnvironmentFault, EnvironmentSpecError
+from rla_core.plugins import EnvironmentPlugin, InstalledPlugin, Observation, Split, Task
+
+if TYPE_CHECKING:
+    from rla_core.config import SamplingConfig
+    from rla_core.models.generator import Generator
+
+T = TypeVar("T")
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+class PluginEpisode:
+    """One episode of a plug-in: an :class:`~rla_core.envs.base.Episode` over its state."""
+
+    def __init__(self, env: PluginEnvironment, instruction: str, state: Any, first: Observation) -> None:
+        self.env = env
+        self.instruction = instruction
+        self.state = state
+        self.done = False
+        self._show(first)
+
+    def _show(self, obs: Observation) -> None:
+        self.current = obs
+        self.observation = obs.text
+        self.admissible_actions = [] if obs.done else list(obs.actions)
+
+    @property
+    def observation_ref(self) -> str | None:
+        return self.current.image
+
+    def step(self, action: str) -> StepResult:
+        state, obs = self.env.call("step", lambda: self.env.plugin.step(self.state, action))
+        self.state = state
+        self._show(self.env.observation(obs, "step"))
+        if not self.current.done:
+            return StepResult(self.current.text, done=False, won=False)
+        self.done = True
+        return StepResult(self.current.text, done=True, won=self.env.score(self.state) >= 1.0)
+
+    def expert_actions(self) -> list[str]:
+        if self.done:
+            return []
+        found = self.env.call("expert_actions", lambda: self.env.plugin.expert_actions(self.state))
+        if found is None:
+            return []
+        if isinstance(found, str) or not all(isinstance(a, str) for a in found):
+            raise self.env.fault(f"expert_actions returned {found!r}, not a list of action strings")
+        return list(found)
+
+    def close(self) -> None:
+        """Episodes are values: nothing to release."""
+
+
+@dataclass
+class PluginEnvironment:
+    """An installed plug-in, opened with its options, as the loop's environment (module docstring)."""
+
+    installed: InstalledPlugin
+    plugin: EnvironmentPlugin = field(init=False)
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.plugin = self.installed.open()
+        self.name = self.installed.name
+
+    def fault(self, message: str) -> EnvironmentFault:
+        return EnvironmentFault(EnvErrorKind.PLUGIN, f"plug-in {self.name!r} {message}")
+
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()``, a plug-in method; any exception it raises becomes a fault naming the plug-in and ``what``."""
+        try:
+            return fn()
+        except EnvironmentFault:
+            raise
+        except Exception as exc:  # the plug-in's own failure, whatever it is: env_error, never a loss
+            raise self.fault(f"raised in {what}: {_one_line(exc)}") from exc
+
+    def observation(self, value: Any, what: str) -> Observation:
+        """``value`` checked as an observation from ``what``; a fault says what is wrong with it."""
+        if not isinstance(value, Observation):
+            raise self.fault(f"returned a malformed observation from {what}: {value!r} is not an Observation")
+        problem = None
+        if not isinstance(value.text, str):
+            problem = f"text is {type(value.text).__name__}, not str"
+        elif not isinstance(value.actions, Sequence) or isinstance(value.actions, str):
+            problem = f"actions is {value.actions!r}, not a tuple of strings"
+        elif not all(isinstance(a, str) and a for a in value.actions):
+            problem = f"actions {list(value.actions)!r} are not all non-empty strings"
+        elif not value.done and not value.actions:
+            problem = "no admissible action while the episode goes on (done=False)"
+        elif value.image is not None and not isinstance(value.image, str):
+            problem = f"image is {value.image!r}, not a path or None"
+        if problem is not None:
+            raise self.fault(f"returned a malformed observation from {what}: {problem}")
+        return value
+
+    def score(self, state: Any) -> float:
+        value = self.call("score", lambda: self.plugin.score(state))
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
+            raise self.fault(f"score returned {value!r}; a score is a number in [0, 1] (1 = won)")
+        return float(value)
+
+    # ---- the Environment protocol ------------------------------------------------------------------
+
+    def validate_spec(self, spec: dict[str, Any]) -> None:
+        if not isinstance(spec, dict):
+            raise EnvironmentSpecError(f"plug-in {self.name!r}: a task spec is a JSON object, got {spec!r}")
+        problem = self.plugin.rewrite_space.problem(spec)
+        if problem is not None:
+            raise EnvironmentSpecError(
+                f"plug-in {self.name!r}: task spec {canonical_spec(spec)} is outside its rewrite space: {problem}"
+            )
+
+    def open(self, spec: dict[str, Any], *, seed: int) -> PluginEpisode:
+        instruction = self.call("instruction", lambda: self.plugin.instruction(spec))
+        if not isinstance(instruction, str):
+            raise self.fault(f"instruction returned {instruction!r}, not a string")
+        state, obs = self.call("reset", lambda: self.plugin.reset(spec, seed=seed))
+        first = self.observation(obs, "reset")
+        if first.done:
+            raise self.fault(
+                "returned a malformed observation from reset: the episode is done before any step"
+            )
+        return PluginEpisode(self, instruction, state, first)
+
+    def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
+        del seed  # a plug-in's demonstration is a function of the task
+        demo = self.plugin.demonstration(spec)
+        if demo is None:
+            return []
+        if isinstance(demo, str) or not all(isinstance(a, str) for a in demo):
+            raise EnvironmentSpecError(
+                f"plug-in {self.name!r}: demonstration of {canonical_spec(spec)} is {demo!r}, not a list of actions"
+            )
+        return [list(demo)]
+
+    def check_winnable(self, spec: dict[str, Any]) -> str | None:
+        """The plug-in's own verdict on a variant inside its rewrite space (an exception is a rejection)."""
+        try:
+            verdict = self.plugin.check_variant(spec)
+        except Exception as exc:  # the plug-in's own failure: the candidate is rejected with the reason
+            return f"plug-in {self.name!r} raised in check_variant: {_one_line(exc)}"
+        return verdict if verdict is None else f"plug-in {self.name!r}: {verdict}"
+
+    # ---- tasks -------------------------------------------------------------------------------------
+
+    def tasks(self, split: Split) -> list[Task]:
+        """The plug-in's tasks of ``split``, checked (module docstring)."""
+        try:
+            found = list(self.plugin.tasks(split))
+        except Exception as exc:  # a plug-in that cannot list its tasks: the stage fails naming it
+            raise EnvironmentSpecError(
+                f"plug-in {self.name!r} raised in tasks({split!r}): {_one_line(exc)}"
+            ) from exc
+        if not found:
+            raise EnvironmentSpecError(f"plug-in {self.name!r} lists no {split} tasks")
+        seen: set[str] = set()
+        for i, task in enumerate(found):
+            where = f"plug-in {self.name!r}, {split} task {i}"
+            if not isinstance(task, Task):
+                raise EnvironmentSpecError(f"{where} is {task!r}, not an rla_core.plugins.Task")
+            if not isinstance(task.task_id, str) or not task.task_id.strip():
+                raise EnvironmentSpecError(f"{where} has task id {task.task_id!r}; ids are non-empty strings")
+            if task.task_id in seen:
+                raise EnvironmentSpecError(
+                    f"{where} repeats task id {task.task_id!r}; ids name one task each (stable across runs)"
+                )
+            seen.add(task.task_id)
+            self.validate_spec(task.spec)
+        return found
+
+    def task(self, split: Split, task_id: str) -> Task:
+        """The task ``task_id`` of ``split``; an unknown id lists the known ones."""
+        tasks = {t.task_id: t for t in self.tasks(split)}
+        if task_id not in tasks:
+            raise EnvironmentSpecError(
+                f"plug-in {self.name!r} has no {split} task {task_id!r}; its {split} tasks: {', '.join(tasks)}"
+            )
+        return tasks[task_id]
+
+
+# ---- rewrites --------------------------------------------------------------------------------------
+
+
+def check_variant(env: PluginEnvironment, spec: dict[str, Any], request: RewriteRequest) -> str | None:
+    """Why a candidate rewrite is not a valid variant of its task, or None (then the plug-in's own check runs).
+
+    In order: inside the declared space (keys, integers, bounds); every other spec key as in the root task;
+    not identical to the parent; moves in the goal's direction on the difficulty keys (none against it,
+    one with it); each difficulty key within the space's ``anchor_radius`` of the root's value.
+    """
+    space = env.plugin.rewrite_space
+    problem = space.problem(spec)
+    if problem is not None:
+        return f"outside plug-in {env.name!r}'s rewrite space: {problem}"
+    root = request.root_spec
+    fixed = sorted(k for k in set(spec) | set(root) if k not in space.bounds and spec.get(k) != root.get(k))
+    if fixed:
+        return f"outside plug-in {env.name!r}'s rewrite space: changes {fixed}, which a rewrite must keep"
+    if canonical_spec(spec) == canonical_spec(request.parent_spec):
+        return "identical to the parent task"
+    deltas = {k: spec[k] - request.parent_spec[k] for k in space.difficulty}
+    sign = 1 if request.goal is Goal.HARDER else -1
+    if any(sign * d < 0 for d in deltas.values()) or not any(sign * d > 0 for d in deltas.values()):
+        return f"not {request.goal.value} than the parent: changes {deltas}"
+    if space.anchor_radius is not None:
+        for key in space.difficulty:
+            if abs(spec[key] - root[key]) > space.anchor_radius:
+                return f"off-anchor: {key}={spec[key]} is more than {space.anchor_radius} from the root's {root[key]}"
+    return None
+
+
+@dataclass(frozen=True)
+class PluginRewriter:
+    """The plug-in's own moves (:meth:`~rla_core.plugins.EnvironmentPlugin.variants`) as candidates."""
+
+    env: PluginEnvironment
+
+    def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
+        del seed  # the plug-in's moves are a function of the task and the goal
+        try:
+            specs = list(
+                self.env.plugin.variants(dict(request.parent_spec), harder=request.goal is Goal.HARDER)
+            )
+        except Exception as exc:  # recorded as the reason of a candidate without a spec
+            reason = f"plug-in {self.env.name!r} raised in variants: {_one_line(exc)}"
+            return [Candidate(spec=None, raw=canonical_spec(request.parent_spec), reason=reason)]
+        bad = next((s for s in specs if not isinstance(s, dict)), None)
+        if bad is not None:
+            reason = f"plug-in {self.env.name!r}: variants returned {bad!r}, not a spec object"
+            return [Candidate(spec=None, raw=json.dumps(str(bad)), reason=reason)]
+        none_left = f"plug-in {self.env.name!r} has no {request.goal.value} variant of this task"
+        return distinct_moves(specs, request.parent_spec, k=k, canonical=canonical_spec, none_left=none_left)
+
+
+class PluginModelRewriter(ModelRewriter):
+    """The environment model rewrites a plug-in's task from the plug-in's own rewrite prompt."""
+
+    def __init__(self, env: PluginEnvironment, generator: Generator, *, sampling: SamplingConfig) -> None:
+        self.env = env
+        self.generator = generator
+        self.sampling = sampling
+
+    def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
+        space = self.env.plugin.rewrite_space
+        template = Template(self.env.plugin.rewrite_template)
+        feedback = request.feedback.summaries() if request.feedback is not None else []
+        return [
+            template.safe_substitute(
+                root_spec=canonical_spec(request.root_spec),
+                current_spec=canonical_spec(request.parent_spec),
+                prev_acc=f"{request.prev_acc:.2f}",
+                feedback=json.dumps(list(feedback)) if feedback else "none",
+                goal_word=request.goal.value.upper(),
+                bounds=", ".join(f"{key} {lo}..{hi}" for key, (lo, hi) in space.bounds.items()),
+                attempt=i + 1,
+                attempts=k,
+            )
+            for i in range(k)
+        ]
+
+    def candidates(self, request: RewriteRequest, texts: list[str]) -> list[Candidate]:
+        return [parse_candidate(text) for text in texts]

@@ -1,0 +1,281 @@
+"""The public environment plug-in API: a user's own environment, registered from its own package (docs/environments.md).
+
+A plug-in is a subclass of :class:`EnvironmentPlugin` exposed under the entry-point group
+:data:`ENTRY_POINT_GROUP` of its package's metadata::
+
+    [project.entry-points."rlanything.environments"]
+    numberline = "rla_numberline:NumberLine"
+
+and chosen by configuration: ``setting: plugin``, ``plugin.name: numberline``, ``plugin.options: {...}``
+(validated by the plug-in's own :attr:`EnvironmentPlugin.Options` model when the config is loaded). The
+loop plays it like any built-in environment: rollouts, step judgments, labels, rewrites of its tasks
+inside its declared :class:`RewriteSpace`, training and evaluation.
+
+This module is the whole surface a plug-in package imports; it depends on nothing else of rlanything, so
+importing it is cheap and safe from a plug-in (it sits beside the configuration in the layer list).
+
+Example:
+    >>> RewriteSpace(bounds={"length": (1, 9)}, difficulty=("length",)).problem({"length": 12})
+    "'length'=12 is outside [1, 9]"
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rla_core.errors import ConfigError
+
+ENTRY_POINT_GROUP = "rlanything.environments"
+
+Split = Literal["train", "eval"]
+
+
+__all__ = [
+    "DEFAULT_JUDGE_TEMPLATE",
+    "DEFAULT_REWRITE_TEMPLATE",
+    "ENTRY_POINT_GROUP",
+    "EnvironmentPlugin",
+    "Field",
+    "NoOptions",
+    "Observation",
+    "PluginOptions",
+    "RewriteSpace",
+    "Task",
+]
+
+
+class PluginOptions(BaseModel):
+    """The base of a plug-in's options model (pydantic; declare fields with :func:`Field`): frozen, and an
+    unknown key is an error, as everywhere in the configuration."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoOptions(PluginOptions):
+    """The options model of a plug-in that takes none: any key given is an error."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task as data: a stable id (the task's slot; never reused for another task) and its spec.
+
+    ``spec`` is a JSON object; the keys of the plug-in's :class:`RewriteSpace` are what a rewrite may change,
+    every other key is kept as it is.
+    """
+
+    task_id: str
+    spec: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the policy sees after ``reset`` or a ``step``.
+
+    ``text``: the observation; ``actions``: the admissible actions (the policy answers with the index of
+    one), never empty while the episode goes on; ``done``: the episode ended; ``image``: optionally the
+    path of a PNG of the state (shown to vision-language models).
+    """
+
+    text: str
+    actions: tuple[str, ...]
+    done: bool = False
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class RewriteSpace:
+    """What a harder or easier variant of a task may change: integer spec keys with inclusive bounds.
+
+    ``difficulty``: the keys whose increase makes a task harder (a harder variant raises at least one and
+    lowers none; an easier one the reverse); ``bounds`` also may hold keys that are not difficulty (they
+    may move freely inside their bounds). Every other spec key must stay as in the root task. A variant
+    that passes these checks then goes through :meth:`EnvironmentPlugin.check_variant`.
+    """
+
+    bounds: Mapping[str, tuple[int, int]]
+    difficulty: tuple[str, ...]
+    anchor_radius: int | None = None  # a difficulty key may be at most this far from the root task's value
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.difficulty if k not in self.bounds]
+        if unknown or not self.difficulty:
+            raise ValueError(f"difficulty keys {list(self.difficulty)} must be non-empty and have bounds")
+
+    def problem(self, spec: Mapping[str, Any]) -> str | None:
+        """Why ``spec`` lies outside the space (a key missing, not an integer, out of bounds), or None."""
+        for key, (low, high) in self.bounds.items():
+            if key not in spec:
+                return f"missing key '{key}'"
+            value = spec[key]
+            if isinstance(value, bool) or not isinstance(value, int):
+                return f"'{key}' must be an integer, got {value!r}"
+            if not low <= value <= high:
+                return f"'{key}'={value} is outside [{low}, {high}]"
+        return None
+
+
+# The judge's prompt when a plug-in brings none ($prompt: the policy's prompt, $response: its answer,
+# $next_observation: what the environment showed next).
+DEFAULT_JUDGE_TEMPLATE = """Judge ONE step of an agent in an environment.
+[Agent prompt]
+${prompt}
+[Agent response]
+${response}
+[Next observation]
+${next_observation}
+Score +1 only if the action moves the task forward and the reasoning is consistent. Otherwise -1.
+Reason first, then give the score: \\boxed{1} or \\boxed{-1}."""
+
+# The environment model's rewrite prompt when a plug-in brings none (adaptation.rewriter=llm).
+DEFAULT_REWRITE_TEMPLATE = """You adjust the difficulty of a task.
+ROOT task (anchor; stay close to it): ${root_spec}
+Current task: ${current_spec} (success rate ${prev_acc})
+Failure summaries: ${feedback}
+Make the task ${goal_word}. Allowed keys and ranges: ${bounds}
+Answer with one JSON object with the same keys. (Attempt ${attempt}/${attempts})"""
+
+
+class EnvironmentPlugin(ABC):
+    """An environment the loop can train on; subclass it, set the class attributes, implement the methods.
+
+    Required: :attr:`rewrite_space`, :meth:`tasks`, :meth:`instruction`, :meth:`reset`, :meth:`step`,
+    :meth:`score`. Optional (with their defaults): :attr:`Options` (none), :meth:`demonstration` (None:
+    no warm start on demonstrations), :meth:`expert_actions` (None: no step labels, the judge's accuracy
+    diagnostics are empty), :meth:`corpus` (texts for the tiny models' tokenizer), :attr:`judge_template`,
+    :attr:`rewrite_template`, :meth:`variants` and :meth:`check_variant`.
+
+    One instance is made per stage with the validated options (``self.options``); episodes are values:
+    ``reset`` returns a state that ``step`` and ``score`` take and return, so many episodes run at once.
+    A plug-in that raises in ``reset``, ``step`` or ``score`` ends that episode as ``env_error`` (it is
+    replayed, never counted as the policy's loss).
+    """
+
+    Options: ClassVar[type[PluginOptions]] = NoOptions
+    rewrite_space: ClassVar[RewriteSpace]
+    judge_template: ClassVar[str] = DEFAULT_JUDGE_TEMPLATE
+    rewrite_template: ClassVar[str] = DEFAULT_REWRITE_TEMPLATE
+
+    def __init__(self, options: BaseModel) -> None:
+        self.options = options
+
+    @abstractmethod
+    def tasks(self, split: Split) -> Sequence[Task]:
+        """The seed training tasks (``train``) or the held-out ones (``eval``), ids unique within a split."""
+
+    @abstractmethod
+    def instruction(self, spec: dict[str, Any]) -> str:
+        """The goal text of a task, shown above every observation."""
+
+    @abstractmethod
+    def reset(self, spec: dict[str, Any], *, seed: int) -> tuple[Any, Observation]:
+        """Start an episode of ``spec``: its state and first observation."""
+
+    @abstractmethod
+    def step(self, state: Any, action: str) -> tuple[Any, Observation]:
+        """Play one of the admissible ``action`` s: the next state and observation."""
+
+    @abstractmethod
+    def score(self, state: Any) -> float:
+        """The episode's score in [0, 1]; 1 means won (read once the episode is done or cut)."""
+
+    def demonstration(self, spec: dict[str, Any]) -> Sequence[str] | None:
+        """Actions that win ``spec`` from its reset (the warm start's demonstrations), or None."""
+        return None
+
+    def expert_actions(self, state: Any) -> Sequence[str] | None:
+        """The optimal next actions from ``state`` (step labels: warm-start judge, accuracy diagnostics)."""
+        return None
+
+    def corpus(self) -> Sequence[str]:
+        """Extra texts for the tiny models' tokenizer (the observations and actions are added anyway)."""
+        return ()
+
+    def variants(self, spec: dict[str, Any], *, harder: bool) -> Sequence[dict[str, Any]]:
+        """Candidate rewrites without an environment model, most preferred first: each difficulty key moved
+        by one in the goal's direction, clamped to its bounds (override for other moves)."""
+        out = []
+        for key in self.rewrite_space.difficulty:
+            low, high = self.rewrite_space.bounds[key]
+            out.append({**spec, key: max(low, min(high, int(spec[key]) + (1 if harder else -1)))})
+        return out
+
+    def check_variant(self, spec: dict[str, Any]) -> str | None:
+        """Why a variant inside the rewrite space is still not a playable task (e.g. unwinnable), or None."""
+        return None
+
+
+@dataclass(frozen=True)
+class InstalledPlugin:
+    """A plug-in found through its entry point: its name, class and distribution (name, version)."""
+
+    name: str
+    cls: type[EnvironmentPlugin]
+    distribution: str
+    version: str
+    options: BaseModel = field(default_factory=NoOptions)
+
+    def open(self) -> EnvironmentPlugin:
+        """An instance with the validated options."""
+        return self.cls(self.options)
+
+
+def installed() -> dict[str, importlib.metadata.EntryPoint]:
+    """Every entry point of :data:`ENTRY_POINT_GROUP`, by name."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def load_plugin(name: str, options: Mapping[str, Any] | None = None) -> InstalledPlugin:
+    """The installed plug-in ``name`` with ``options`` validated by its own options model.
+
+    Raises ConfigError naming the installed plug-ins for an unknown name, and the key and problem for a
+    bad option, an entry point that does not load or is not an :class:`EnvironmentPlugin`.
+    """
+    found = installed()
+    ep = found.get(name)
+    if ep is None:
+        names = ", ".join(sorted(found)) or "none"
+        raise ConfigError(
+            f"plugin.name={name!r} is not an installed environment plug-in; installed ({ENTRY_POINT_GROUP} "
+            f"entry points): {names}. Install the plug-in's package (pip install -e <path>) or fix the name"
+        )
+    try:
+        cls = ep.load()
+    except Exception as exc:  # a plug-in's own import error: name it, whatever it is
+        raise ConfigError(
+            f"plug-in {name!r} ({ep.value}) does not load: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not (isinstance(cls, type) and issubclass(cls, EnvironmentPlugin)):
+        raise ConfigError(
+            f"plug-in {name!r}: entry point {ep.value} is {cls!r}, not a subclass of "
+            "rla_core.plugins.EnvironmentPlugin"
+        )
+    if not isinstance(getattr(cls, "rewrite_space", None), RewriteSpace):
+        raise ConfigError(f"plug-in {name!r} ({ep.value}) declares no rewrite_space (a RewriteSpace)")
+    try:
+        opts = cls.Options.model_validate(dict(options or {}))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"plugin.options.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"plug-in {name!r}: invalid options: {problems}") from None
+    dist = ep.dist
+    return InstalledPlugin(
+        name=name,
+        cls=cls,
+        distribution=dist.name if dist is not None else "",
+        version=dist.version if dist is not None else "",
+        options=opts,
+    )
+
+
+def installed_version(name: str) -> str:
+    """The version of the distribution that provides plug-in ``name`` ("" when it is not installed: the
+    config check has said so already)."""
+    ep = installed().get(name)
+    return ep.dist.version if ep is not None and ep.dist is not None else ""
