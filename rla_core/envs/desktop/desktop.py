@@ -26,7 +26,9 @@ starts it again; the host ports stay the same. Template settings that match the 
 tasks depend on them (GSettings through GLib's keyfile backend, ``~/.config/glib-2.0/settings/keyfile``):
 ``org.gnome.desktop.screensaver lock-enabled=false`` (Debian's default ``true`` would make the auto-lock task
 ``a4d98375`` score 1 with no actions) and ``org.gnome.desktop.interface toolkit-accessibility=true``; the
-XDG folders ``Desktop Documents Downloads Music Pictures Videos`` exist.
+XDG folders ``Desktop Documents Downloads Music Pictures Videos`` exist. jwm runs our own configuration
+(:func:`jwmrc`: no root menu, click-to-focus, the global shortcuts of
+:data:`~rla_core.envs.desktop.parity.GLOBAL_SHORTCUTS`), not Debian's ``system.jwmrc``.
 
 Example:
     >>> with Desktop.start() as d:  # doctest: +SKIP
