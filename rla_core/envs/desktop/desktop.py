@@ -26,7 +26,9 @@ starts it again; the host ports stay the same. Template settings that match the 
 tasks depend on them (GSettings through GLib's keyfile backend, ``~/.config/glib-2.0/settings/keyfile``):
 ``org.gnome.desktop.screensaver lock-enabled=false`` (Debian's default ``true`` would make the auto-lock task
 ``a4d98375`` score 1 with no actions) and ``org.gnome.desktop.interface toolkit-accessibility=true``; the
-XDG folders ``Desktop Documents Downloads Music Pictures Videos`` exist.
+XDG folders ``Desktop Documents Downloads Music Pictures Videos`` exist. jwm runs our own configuration
+(:func:`jwmrc`: no root menu, click-to-focus, the global shortcuts of
+:data:`~rla_core.envs.desktop.parity.GLOBAL_SHORTCUTS`), not Debian's ``system.jwmrc``.
 
 Example:
     >>> with Desktop.start() as d:  # doctest: +SKIP
@@ -47,9 +49,11 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 from rla_core import procs
 from rla_core.envs.desktop.channel import Forward
+from rla_core.envs.desktop.parity import GLOBAL_SHORTCUTS
 from rla_core.errors import ProcessError
 from rla_core.store.atomic import publish_dir
 
@@ -110,9 +114,47 @@ _LAUNCH = (
     "while [ ! -S /tmp/.X11-unix/X0 ]; do sleep 0.02; done; "
     'dbus-daemon --session --address="$DBUS_SESSION_BUS_ADDRESS" --nofork --nopidfile >/dev/null 2>&1 & '
     "while [ ! -S /run/user/1000/bus ]; do sleep 0.02; done; "
-    "jwm >/dev/null 2>&1 & "
+    "jwm -f /opt/rla/jwmrc >/dev/null 2>&1 & "
     'exec /usr/bin/python3 /opt/rla/server/server.py --socket /run/rla/server.sock "$@"'
 )
+
+
+# jwm's modifier letters and X key names for pyautogui's names (GLOBAL_SHORTCUTS' keys).
+JWM_MASKS = {"ctrl": "C", "alt": "A", "shift": "S", "win": "4", "super": "4"}
+# Our own jwm configuration, instead of Debian's system.jwmrc (whose root menu opens on a click on the empty
+# desktop and grabs the keyboard; on GNOME that click does nothing): no root menu, no tray, one workspace,
+# click-to-focus (GNOME's: with sloppy focus the pointer moving over a window would steal the keyboard), the
+# window decorations' usual mouse actions, and GLOBAL_SHORTCUTS as key bindings.
+JWMRC_HEAD = """<?xml version="1.0"?>
+<JWM>
+    <Desktops width="1" height="1"><Background type="solid">#2C001E</Background></Desktops>
+    <FocusModel>click</FocusModel>
+    <Mouse context="title" button="1">move</Mouse>
+    <Mouse context="title" button="11">maximize</Mouse>
+    <Mouse context="border" button="1">resize</Mouse>
+    <Mouse context="close" button="-1">close</Mouse>
+    <Mouse context="maximize" button="-1">maximize</Mouse>
+    <Mouse context="minimize" button="-1">minimize</Mouse>
+"""
+
+
+def jwm_key(combo: str) -> str:
+    """A jwm ``<Key>`` binding's attributes for a pyautogui combination (``"ctrl+alt+t"``)."""
+    *mods, key = combo.split("+")
+    unknown = [m for m in mods if m not in JWM_MASKS]
+    if unknown or not key:
+        raise ValueError(
+            f"global shortcut {combo!r}: modifiers {unknown} are not among {sorted(JWM_MASKS)} (or no key); "
+            "fix GLOBAL_SHORTCUTS in rla_core/envs/desktop/parity.py"
+        )
+    name = key.upper() if len(key) > 1 and key[0] == "f" and key[1:].isdigit() else key
+    return f'mask="{"".join(JWM_MASKS[m] for m in mods)}" key="{name}"'
+
+
+def jwmrc(shortcuts: dict[str, str] = GLOBAL_SHORTCUTS) -> str:
+    """The desktop's jwm configuration (see :data:`JWMRC_HEAD`) with ``shortcuts`` bound to their commands."""
+    keys = "".join(f"    <Key {jwm_key(k)}>exec:{escape(cmd)}</Key>\n" for k, cmd in shortcuts.items())
+    return JWMRC_HEAD + keys + "</JWM>\n"
 
 
 def _host_ids() -> tuple[int, int]:
@@ -259,6 +301,7 @@ class Desktop:
         (state / "bin" / "sudo").chmod(0o755)
         (state / "bin" / "google-chrome").write_text(CHROME_WRAPPER)
         (state / "bin" / "google-chrome").chmod(0o755)
+        (state / "jwmrc").write_text(jwmrc())
         (state / "passwd").write_text(
             f"root:x:0:0:root:/root:/bin/sh\nuser:x:{UID}:{UID}:user:/home/user:/bin/bash\n"
             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
@@ -311,6 +354,7 @@ class Desktop:
         argv += ["--perms", "0700", "--dir", f"/run/user/{UID}"]
         argv += ["--bind", str(self.home), "/home/user", "--bind", str(self.channel), "/run/rla"]
         argv += ["--ro-bind", str(self.state / "bin"), "/opt/rla/bin"]
+        argv += ["--ro-bind", str(self.state / "jwmrc"), "/opt/rla/jwmrc"]
         argv += ["--ro-bind", str(SERVER.parent), "/opt/rla/server"]
         if DESKTOP_SITE.is_dir():
             argv += ["--ro-bind", str(DESKTOP_SITE), "/opt/rla/site"]

@@ -9,8 +9,9 @@ resets their desktops in parallel; the episode's observation waits for it. The e
 * ``observation``: the accessibility tree linearised and cut to ``a11y_max_tokens``
   (:mod:`~rla_core.envs.osworld.observe`); each step's screenshot is a PNG under ``screenshot_dir``
   (``observation_ref``);
-* ``admissible_actions``: the candidate actions derived from the tree, compiled to pyautogui code for
-  ``DesktopEnv.step``;
+* ``admissible_actions``: the candidate actions derived from the tree, the instruction's quoted strings and
+  the task's optional ``typable`` strings (texts it supplies for typing: a command the instruction does not
+  quote), compiled to pyautogui code for ``DesktopEnv.step``;
 * ``expert_actions()``: the next action of the task's scripted solution while the episode follows it.
 
 **Outcome** as OSWorld's: ``DesktopEnv.evaluate()`` runs when the policy says ``DONE`` or ``FAIL`` or after
@@ -29,7 +30,10 @@ episodes accordingly.
 
 from __future__ import annotations
 
+import json
 import logging
+import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -50,7 +54,20 @@ from rla_core.envs.osworld.tasks import (
 from rla_core.errors import EnvironmentFault, RlaError
 
 log = logging.getLogger(__name__)
+SETTLE_STABLE_S = 1.0  # after a set-up that starts programs: the window list unchanged this long ...
+SETTLE_MAX_S = 20.0  # ... or this long at most
+TYPABLE = "typable"  # optional task field: strings offered as ``type`` candidates beside the instruction's
 ACQUIRE_TIMEOUT_S = 600.0
+
+
+def check_typable(spec: dict[str, Any]) -> None:
+    """:class:`OsworldTaskError` unless the task's optional ``typable`` field is a list of non-empty strings."""
+    typable = spec.get(TYPABLE, [])
+    if not isinstance(typable, list) or not all(isinstance(t, str) and t for t in typable):
+        raise OsworldTaskError(
+            f"OSWorld task {spec['id']!r}, field {TYPABLE}: {typable!r} is not a list of non-empty strings; "
+            "it lists the texts the task supplies for typing"
+        )
 
 
 def waves(keys: Sequence[tuple[str, int]], size: int) -> Iterator[tuple[tuple[str, int], ...]]:
@@ -67,8 +84,9 @@ class OsworldEpisode:
         self.spec = spec
         self.key = current_key(spec)
         self.instruction = instruction(spec)
-        self.strings = observe.instruction_strings(self.instruction)
         self.solution: list[str] = list(spec.get("solutions", {}).get(self.key, []))
+        self.strings = observe.instruction_strings(self.instruction)
+        self.strings += [s for s in spec.get(TYPABLE, []) if s not in self.strings]
         self.history: list[str] = []
         self.elements: list[observe.Element] = []
         self.screenshots: list[str] = []
@@ -98,7 +116,43 @@ class OsworldEpisode:
         if not self._desktop_healthy():
             self._fail("the desktop broke during the set-up", EnvErrorKind.SETUP)
             return
+        try:
+            if self._settle():
+                obs = self._denv._get_obs()  # the screen with the set-up's windows
+        except OSError as exc:  # the in-desktop server stopped answering
+            self._fail(f"the desktop stopped answering after the set-up: {exc}", EnvErrorKind.SETUP)
+            return
         self._observe(obs)  # our code: a bug here fails the stage through _wait
+
+    def _windows(self) -> str:
+        """The desktop's window list (``wmctrl -l``), through its server."""
+        assert self.desktop is not None
+        body = json.dumps({"command": ["wmctrl", "-l"], "shell": False}).encode()
+        request = urllib.request.Request(
+            self.desktop.url + "/execute", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return str(json.loads(response.read()).get("output") or "")
+
+    def _settle(self) -> bool:
+        """After a set-up that starts programs, wait until a window is open and the window list has not changed
+        for :data:`SETTLE_STABLE_S` (at most :data:`SETTLE_MAX_S`); whether it waited.
+
+        OSWorld's own runner sleeps 60 s after the set-up before its first observation, and the official
+        tasks' set-ups launch their application and return at once: observed at once, the policy would see
+        (and act on) a screen without it."""
+        if not any(step.get("type") in ("launch", "open") for step in self.spec.get("config") or []):
+            return False
+        deadline = time.monotonic() + SETTLE_MAX_S
+        last, since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            windows = self._windows()
+            if windows != last:
+                last, since = windows, time.monotonic()
+            elif windows.strip() and time.monotonic() - since >= SETTLE_STABLE_S:
+                break
+            time.sleep(0.2)
+        return True
 
     def _wait(self) -> None:
         """Wait for the set-up; raise the episode's EnvironmentFault once the environment failed."""
@@ -312,6 +366,7 @@ class OsworldEnv:
     def validate_spec(self, spec: dict[str, Any]) -> None:
         """:class:`OsworldTaskError` unless ``spec`` is valid and every file it downloads is in the cache."""
         check_task(spec)
+        check_typable(spec)
         missing = missing_files(spec, self.cache_dir)
         if missing:
             raise OsworldTaskError(

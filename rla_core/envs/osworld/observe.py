@@ -7,8 +7,11 @@ tree** (:func:`candidate_actions`), in the numbered-choice shape of the other se
 
 * ``click [k] <role> "<name>"`` — a left click at the centre of element k;
 * ``type "<text>"`` and ``type "<text>" and press Enter`` — typing into the focused element, for every
-  quoted or back-ticked string of the instruction (the only texts a numbered-choice policy can type);
-* ``press <keys>`` for a few hotkeys (:data:`HOTKEYS`);
+  quoted or back-ticked string of the instruction, then every string the task supplies for typing (its
+  optional ``typable`` list: most official ``os`` tasks need a command that is not in the instruction) — the
+  only texts a numbered-choice policy can type;
+* ``press <keys>`` for a few hotkeys (:data:`HOTKEYS`), among them the desktop's terminal shortcut
+  (:data:`TERMINAL_HOTKEY`, bound by the desktop like GNOME's Ctrl+Alt+T);
 * ``WAIT``, ``DONE``, ``FAIL`` — OSWorld's special actions (``DONE`` ends the episode, ``FAIL`` declares it
   infeasible).
 
@@ -32,13 +35,21 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
+from rla_core.envs.desktop.parity import GLOBAL_SHORTCUTS
 from rla_core.errors import EnvironmentSpecError
 
 NS_STATE = "https://accessibility.ubuntu.example.org/ns/state"
 NS_COMPONENT = "https://accessibility.ubuntu.example.org/ns/component"
 SPECIAL_ACTIONS = ("WAIT", "DONE", "FAIL")
-# enter/escape/save, and the browser's two used by the chrome tasks: focus the address bar, bookmark the page.
-HOTKEYS: tuple[tuple[str, ...], ...] = (("enter",), ("escape",), ("ctrl", "s"), ("ctrl", "l"), ("ctrl", "d"))
+# The global shortcut that opens a terminal (GNOME's Ctrl+Alt+T; the official os tasks start from it).
+TERMINAL_HOTKEY: tuple[str, ...] = tuple(
+    next(combo for combo, command in GLOBAL_SHORTCUTS.items() if command == "gnome-terminal").split("+")
+)
+# enter/escape/save, the browser's two used by the chrome tasks (focus the address bar, bookmark the page),
+# and the terminal shortcut.
+HOTKEYS: tuple[tuple[str, ...], ...] = (
+    ("enter",), ("escape",), ("ctrl", "s"), ("ctrl", "l"), ("ctrl", "d"), TERMINAL_HOTKEY,
+)  # fmt: skip
 # Roles a click on makes sense for (the rest are containers, labels of others, scroll bars …).
 CLICKABLE = frozenset(
     {
@@ -157,6 +168,16 @@ def instruction_strings(instruction: str) -> list[str]:
     return out[:MAX_STRINGS]
 
 
+def typed_strings(actions: list[str]) -> list[str]:
+    """The texts the ``type`` actions of a scripted solution type, in order, without repeats (a task's
+    ``typable`` list when its solution is all it supplies)."""
+    out: list[str] = []
+    for action in actions:
+        if action.startswith("type ") and (text := _typed_text(action)[0]) not in out:
+            out.append(text)
+    return out
+
+
 def click_action(el: Element) -> str:
     return f"click [{el.index}] {el.role} " + json.dumps(el.name or _short(el.text)[:40], ensure_ascii=False)
 
@@ -177,6 +198,18 @@ def candidate_actions(elements: list[Element], *, strings: list[str], max_clicks
     return [*clicks, *typing, *(hotkey_action(k) for k in HOTKEYS), *SPECIAL_ACTIONS]
 
 
+def _typed_text(action: str) -> tuple[str, bool]:
+    """(text, whether Enter follows) of a ``type`` action; EnvironmentSpecError if it is malformed."""
+    try:
+        text, end = json.JSONDecoder().raw_decode(action, 5)
+    except json.JSONDecodeError:
+        raise EnvironmentSpecError(f"action {action!r}: the text to type is not a JSON string") from None
+    rest = action[end:]
+    if not isinstance(text, str) or rest not in ("", " and press Enter"):
+        raise EnvironmentSpecError(f"action {action!r} is not 'type \"TEXT\"' [and press Enter]")
+    return text, bool(rest)
+
+
 def compile_action(action: str, elements: list[Element]) -> str:
     """pyautogui code for a candidate action (special actions unchanged); EnvironmentSpecError if not one."""
     if action in SPECIAL_ACTIONS:
@@ -191,15 +224,9 @@ def compile_action(action: str, elements: list[Element]) -> str:
         x, y = elements[k].centre
         return f"pyautogui.click({x}, {y})"
     if action.startswith("type "):
-        try:
-            text, end = json.JSONDecoder().raw_decode(action, 5)
-        except json.JSONDecodeError:
-            raise EnvironmentSpecError(f"action {action!r}: the text to type is not a JSON string") from None
-        rest = action[end:]
-        if not isinstance(text, str) or rest not in ("", " and press Enter"):
-            raise EnvironmentSpecError(f"action {action!r} is not 'type \"TEXT\"' [and press Enter]")
+        text, enter = _typed_text(action)
         code = f"pyautogui.typewrite({text!r}, interval=0.01)"
-        return code + ("; pyautogui.press('enter')" if rest else "")
+        return code + ("; pyautogui.press('enter')" if enter else "")
     if action.startswith("press "):
         keys = tuple(action[len("press ") :].split("+"))
         if keys in HOTKEYS:

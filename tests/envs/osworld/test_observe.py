@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rla_core.envs.osworld import observe
+from rla_core.envs.osworld.env import TYPABLE, check_typable
+from rla_core.envs.osworld.tasks import OsworldTaskError
 from rla_core.errors import EnvironmentSpecError
 
 ST, CP = observe.NS_STATE, observe.NS_COMPONENT
@@ -57,7 +59,7 @@ def test_candidates_and_their_pyautogui_code() -> None:
     assert actions == [
         'click [1] menu "File"', 'click [2] terminal "Terminal"',
         'type "notes.txt"', 'type "notes.txt" and press Enter', 'type "touch \'a b\'"',
-        'type "touch \'a b\'" and press Enter', "press enter", "press escape", "press ctrl+s", "press ctrl+l", "press ctrl+d", "WAIT", "DONE",
+        'type "touch \'a b\'" and press Enter', "press enter", "press escape", "press ctrl+s", "press ctrl+l", "press ctrl+d", "press ctrl+alt+t", "WAIT", "DONE",
         "FAIL",
     ]  # fmt: skip
     assert observe.candidate_actions(els, strings=[], max_clicks=1)[0] == 'click [1] menu "File"'
@@ -66,7 +68,25 @@ def test_candidates_and_their_pyautogui_code() -> None:
         "pyautogui.typewrite(\"touch 'a b'\", interval=0.01); pyautogui.press('enter')"
     )
     assert observe.compile_action("press ctrl+s", els) == "pyautogui.hotkey('ctrl', 's')"
+    assert observe.compile_action("press ctrl+alt+t", els) == "pyautogui.hotkey('ctrl', 'alt', 't')"
     assert observe.compile_action("DONE", els) == "DONE"
     for bad in ('click [9] menu "x"', 'type "x" twice', "press alt+f4", "dance"):
         with pytest.raises(EnvironmentSpecError):
             observe.compile_action(bad, els)
+
+
+def test_a_solution_supplies_the_strings_it_types() -> None:
+    solution = [
+        "press ctrl+alt+t",
+        'type "gsettings set a b true" and press Enter',
+        'type "ls"',
+        'type "ls"',
+        "DONE",
+    ]
+    assert observe.typed_strings(solution) == ["gsettings set a b true", "ls"]
+    with pytest.raises(EnvironmentSpecError, match="is not a JSON string"):
+        observe.typed_strings(["type gsettings"])
+    check_typable({"id": "t", TYPABLE: ["ls -l"]})
+    for bad in ("ls", [""], [1]):
+        with pytest.raises(OsworldTaskError, match="field typable"):
+            check_typable({"id": "t", TYPABLE: bad})
