@@ -24,23 +24,15 @@ from typing import Any
 
 from rla_core.envs.desktop.parity import NOOP_PASSES
 from rla_core.envs.osworld.env import OsworldEnv
-from rla_core.envs.osworld.tasks import check_task, normalise, unavailable
+from rla_core.envs.osworld.tasks import load_tasks, task_key, unavailable
 from rla_core.settings.base import PROJECT_ROOT
 
 OFFICIAL = PROJECT_ROOT / "data" / "gui" / "osworld" / "official"
 
 
-def official_tasks(meta: Path = OFFICIAL / "test_all.json") -> list[tuple[str, dict[str, Any]]]:
-    """(domain, task) of every example the meta list names, normalised and checked, in its order."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    for domain, ids in json.loads(meta.read_text()).items():
-        for tid in ids:
-            example = json.loads((meta.parent / "examples" / domain / f"{tid}.json").read_text())
-            example.setdefault("config", [])  # OSWorld's DesktopEnv reads a missing config as no set-up
-            task = normalise(example, domain=domain)
-            check_task(task)
-            out.append((domain, task))
-    return out
+def official_tasks(meta: Path = OFFICIAL / "test_all.json") -> list[dict[str, Any]]:
+    """Every task the meta list names, as our loader reads it (checked, keyed ``"<domain>/<id>"``), in its order."""
+    return load_tasks(meta)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,17 +43,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cache = args.cache_dir or Path(tmp) / "cache"
         cache.mkdir(parents=True, exist_ok=True)
-        tasks = [(d, t) for d, t in official_tasks() if not unavailable(t, cache)]
+        tasks = [t for t in official_tasks() if not unavailable(t, cache)]
         rows: list[dict[str, Any]] = []
         t0 = time.monotonic()
         with OsworldEnv(desktops=1, cache_dir=cache, max_steps=1, runtime_dir=Path(tmp) / "rt") as env:
-            for domain, task in tasks:
+            for task in tasks:
                 started = time.monotonic()
                 episode = env.play(task, ["DONE"])
                 episode.close()
                 rows.append(
                     {
-                        "task": f"{domain}/{task['id']}",
+                        "task": task_key(task),
                         "score": episode.score,
                         "failure": episode.failure,
                         "seconds": round(time.monotonic() - started, 1),

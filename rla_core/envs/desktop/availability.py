@@ -22,8 +22,8 @@ What is checked, from the task's JSON alone (``config``, ``evaluator``, ``instru
 * applications named in ``related_apps`` (:data:`RELATED_APPS`) and programs a ``launch`` step starts that
   are not installed on the host (the sandbox mounts the host's ``/usr``;
   ``google-chrome`` is the sandbox's wrapper around Debian's Chromium: :data:`~rla_core.envs.desktop.desktop.SANDBOX_COMMANDS`);
-* getters that read live web pages (:data:`NETWORK_GETTERS`) and metrics whose package is a placeholder here
-  (:data:`UNAVAILABLE_METRICS`).
+* getters that read live web pages (:data:`NETWORK_GETTERS`) or an application's desktop entry
+  (:data:`APPLICATION_GETTERS`), and metrics whose package is a placeholder here (:data:`UNAVAILABLE_METRICS`).
 
 Every reason has a *category* (:class:`Reason`), the short name ``python -m rla_core.envs.osworld.cache check``
 counts. Passing these checks is necessary, not sufficient: a task is proven only by playing it.
@@ -74,6 +74,7 @@ OCR = "OCR metric (easyocr)"
 UNSUPPORTED_SETUP: dict[str, tuple[str, str] | None] = {
     "googledrive": (NETWORK, "uses a Google Drive account over the network"),
     "login": (NETWORK, "logs in to a live website"),
+    "update_browse_history": (NETWORK, "downloads its browsing-history database template from Google Drive"),
     "chrome_open_tabs": None,  # only when it opens non-local URLs (checked below)
     "change_wallpaper": (GNOME_SHELL, "changes the GNOME wallpaper (no GNOME Shell and no wallpaper endpoint here)"),
     "tidy_desktop": (NOT_IMPLEMENTED, "is not implemented by desktop_env itself"),
@@ -86,6 +87,9 @@ NETWORK_GETTERS = {
     "pdf_from_url": "downloads a PDF from a URL",
 }
 UNAVAILABLE_METRICS = {"compare_image_text": "needs easyocr (CUDA torch/torchvision), not installed here"}
+APPLICATION_GETTERS = {"default_video_player": "vlc"}
+"""Getters whose answer names an application's desktop entry, which exists only where it is installed
+(``default_video_player`` reads ``xdg-mime``'s default for video files, ``vlc.desktop`` on OSWorld's image)."""
 
 IMAGE_SHORTCUTS = {
     "ctrl+alt+t": "opens a terminal",
@@ -288,6 +292,11 @@ def reasons(task: dict[str, Any], cache_dir: Path | None = None) -> list[Reason]
                     )
         elif kind in _COMMAND_GETTERS:
             out.extend(_needs_in(_command_text(getter.get("command")), f"getter {kind!r}"))
+        elif kind in APPLICATION_GETTERS and not installed(APPLICATION_GETTERS[kind]):
+            program = APPLICATION_GETTERS[kind]
+            out.append(
+                Reason(APPLICATION, f"getter {kind!r} reads {program!r}'s desktop entry: not installed")
+            )
     for app in _as_list(task.get("related_apps") or []):
         program = RELATED_APPS.get(str(app).lower().replace(" ", "_"))
         if program is not None and not installed(program):

@@ -44,6 +44,7 @@ from rla_core.envs.desktop.desktop import Desktop
 from rla_core.envs.desktop.pool import DesktopPool
 from rla_core.envs.osworld import observe
 from rla_core.envs.osworld.tasks import (
+    TYPABLE,
     OsworldTaskError,
     check_task,
     current_key,
@@ -56,18 +57,7 @@ from rla_core.errors import EnvironmentFault, RlaError
 log = logging.getLogger(__name__)
 SETTLE_STABLE_S = 1.0  # after a set-up that starts programs: the window list unchanged this long ...
 SETTLE_MAX_S = 20.0  # ... or this long at most
-TYPABLE = "typable"  # optional task field: strings offered as ``type`` candidates beside the instruction's
 ACQUIRE_TIMEOUT_S = 600.0
-
-
-def check_typable(spec: dict[str, Any]) -> None:
-    """:class:`OsworldTaskError` unless the task's optional ``typable`` field is a list of non-empty strings."""
-    typable = spec.get(TYPABLE, [])
-    if not isinstance(typable, list) or not all(isinstance(t, str) and t for t in typable):
-        raise OsworldTaskError(
-            f"OSWorld task {spec['id']!r}, field {TYPABLE}: {typable!r} is not a list of non-empty strings; "
-            "it lists the texts the task supplies for typing"
-        )
 
 
 def waves(keys: Sequence[tuple[str, int]], size: int) -> Iterator[tuple[tuple[str, int], ...]]:
@@ -366,7 +356,6 @@ class OsworldEnv:
     def validate_spec(self, spec: dict[str, Any]) -> None:
         """:class:`OsworldTaskError` unless ``spec`` is valid and every file it downloads is in the cache."""
         check_task(spec)
-        check_typable(spec)
         missing = missing_files(spec, self.cache_dir)
         if missing:
             raise OsworldTaskError(

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
 
 DEFAULT_KEY = "default"
 REQUIRED = ("id", "current_task", "task_template", "evaluator_list")
-OPTIONAL = ("config", "snapshot", "source", "related_apps", "proxy", "hints", "solutions", "domain", "trajectory", "possibility_of_env_change", "fixed_ip")  # fmt: skip
+TYPABLE = "typable"  # optional: the texts the task supplies for typing, offered as ``type`` candidates
+OPTIONAL = ("config", "snapshot", "source", "related_apps", "proxy", "hints", "solutions", "domain", "trajectory", "possibility_of_env_change", "fixed_ip", TYPABLE)  # fmt: skip
 
 
 class OsworldTaskError(EnvironmentSpecError):
@@ -202,6 +203,10 @@ def check_task(task: dict[str, Any]) -> None:
                 "is not {template key: [strings]}",
                 f"{extra} are lists of strings per template key",
             )
+    typable = task.get(TYPABLE, [])
+    if not isinstance(typable, list) or not all(isinstance(t, str) and t for t in typable):
+        raise _fail(task, TYPABLE, f"{typable!r} is not a list of non-empty strings",
+                    "it lists the texts the task supplies for typing")  # fmt: skip
 
 
 def task_key(task: dict[str, Any]) -> str:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rla_core.envs.osworld import observe
-from rla_core.envs.osworld.env import TYPABLE, check_typable
-from rla_core.envs.osworld.tasks import OsworldTaskError
+from rla_core.envs.osworld.tasks import TYPABLE, OsworldTaskError, check_task, normalise
 from rla_core.errors import EnvironmentSpecError
 
 ST, CP = observe.NS_STATE, observe.NS_COMPONENT
@@ -86,7 +85,8 @@ def test_a_solution_supplies_the_strings_it_types() -> None:
     assert observe.typed_strings(solution) == ["gsettings set a b true", "ls"]
     with pytest.raises(EnvironmentSpecError, match="is not a JSON string"):
         observe.typed_strings(["type gsettings"])
-    check_typable({"id": "t", TYPABLE: ["ls -l"]})
+    plain = {"id": "t", "instruction": "List the files.", "evaluator": {"func": "infeasible"}}
+    check_task(normalise({**plain, TYPABLE: ["ls -l"]}))
     for bad in ("ls", [""], [1]):
         with pytest.raises(OsworldTaskError, match="field typable"):
-            check_typable({"id": "t", TYPABLE: bad})
+            check_task(normalise({**plain, TYPABLE: bad}))
