@@ -14,17 +14,9 @@ import socket
 import threading
 from pathlib import Path
 
-
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while data := src.recv(65536):
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
+# The desktop's server (standard library only, run by the desktop's own Python) declares the byte pipe both
+# ends use.
+from rla_core.envs.desktop.server import pipe
 
 
 class Forward:
@@ -65,7 +57,7 @@ class Forward:
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
     def _pipe(self, a: socket.socket, b: socket.socket) -> None:
-        _pipe(a, b)
+        pipe(a, b)
         with self._lock:
             for s in (a, b):
                 self._open.discard(s)

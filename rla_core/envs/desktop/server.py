@@ -523,7 +523,8 @@ class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
     daemon_threads = True
 
 
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
+def pipe(src: socket.socket, dst: socket.socket) -> None:
+    """Copy ``src`` to ``dst`` until ``src`` ends, then shut both down (the host's forwarders use it too)."""
     try:
         while data := src.recv(65536):
             dst.sendall(data)
@@ -553,7 +554,7 @@ def forward_port(path: str, port: int) -> None:
                 continue
             upstream.settimeout(None)
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
 
