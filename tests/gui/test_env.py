@@ -10,7 +10,7 @@ import pytest
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig
 from rla_core.envs.demos import policy_demos
-from rla_core.envs.miniwob.env import MiniWobEnv, play_actions
+from rla_core.envs.miniwob.env import MiniWobEnv
 from rla_core.envs.miniwob.tasks import load_specs
 from rla_core.envs.prompts import render_policy_prompt
 from rla_core.envs.rollout import GenerationMode, run_rollouts
@@ -28,8 +28,8 @@ def test_scripted_solver_wins_every_shipped_task(env: MiniWobEnv) -> None:
     for s in train:
         # the demonstration replayed from scratch wins again: refs are stable for a seeded instance
         (plan,) = env.demonstrations(s, seed=0)
-        episode = play_actions(env, s, plan)
-        assert episode.won and episode.raw_reward is not None and episode.raw_reward > 0, s
+        episode = env.play(s, plan)
+        assert episode.won and episode.score is not None and episode.score > 0, s
         episode.close()
 
 
@@ -59,17 +59,17 @@ def test_observation_lists_elements_and_candidate_actions(env: MiniWobEnv) -> No
 
 def test_wrong_actions_lose(env: MiniWobEnv) -> None:
     # click-button seed 3: the target is "no" (ref 4); "Okay" (ref 7) ends the episode with -1
-    episode = play_actions(env, spec("click-button"), ['click ref=7 (button "Okay")'])
-    assert episode.done and not episode.won and episode.raw_reward == -1.0
+    episode = env.play(spec("click-button"), ['click ref=7 (button "Okay")'])
+    assert episode.done and not episode.won and episode.score == -1.0
     episode.close()
     # click-button-sequence: TWO then ONE (the second click ends the episode) -> -1
-    episode = play_actions(
-        env, spec("click-button-sequence"), ['click ref=5 (button "TWO")', 'click ref=4 (button "ONE")']
+    episode = env.play(
+        spec("click-button-sequence"), ['click ref=5 (button "TWO")', 'click ref=4 (button "ONE")']
     )
-    assert episode.done and not episode.won and episode.raw_reward == -1.0 and len(episode.history) == 2
+    assert episode.done and not episode.won and episode.score == -1.0 and len(episode.history) == 2
     episode.close()
     # enter-text: submitting the empty field loses
-    episode = play_actions(env, spec("enter-text"), ['click ref=6 (button "Submit")'])
+    episode = env.play(spec("enter-text"), ['click ref=6 (button "Submit")'])
     assert episode.done and not episode.won
     episode.close()
 
@@ -178,7 +178,7 @@ def test_policy_demos_reuse_the_shared_helpers(env: MiniWobEnv) -> None:
 
 def test_screenshots_are_png_paths(gui_runtime: Path, tmp_path: Path) -> None:
     with MiniWobEnv(pool_size=1, runtime_dir=gui_runtime, screenshot_dir=tmp_path / "shots") as shot_env:
-        episode = play_actions(shot_env, spec("click-test"), [])
+        episode = shot_env.play(spec("click-test"), [])
         assert len(episode.screenshots) == 1
         assert Path(episode.screenshots[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         episode.close()

@@ -9,8 +9,9 @@ instance with ``spec["seed"]`` and starts the episode. The episode exposes
   shows them numbered and parses the chosen index from ``\\boxed{}`` as in the text games;
 * ``expert_actions()``: the scripted solver's next action (judge ground truth), empty without one.
 
-The outcome follows the reference code's OSWorld rule (spec §2.1): won iff the task's raw reward is
-> 0. MiniWoB's 10 s wall-clock episode limit is raised to ``episode_ms`` so a slow CPU policy is cut by
+What GUI episodes share (numbered candidates, screenshots, the outcome rule, scripted next actions,
+environment errors) is :class:`~rla_core.envs.gui_episode.GuiEpisode`'s: won iff the task's raw reward
+(``score``) is > 0 (spec §2.1). MiniWoB's 10 s wall-clock episode limit is raised to ``episode_ms`` so a slow CPU policy is cut by
 the runner's ``max_steps``, not by time. A browser call that fails or times out kills the browser and
 raises :class:`~rla_core.errors.EnvironmentFault` (``browser`` / ``browser_timeout``): the runner records
 an environment error and replays the episode in a new browser; it never hangs a stage and never counts as
@@ -27,11 +28,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rla_core.envs.base import EnvErrorKind, StepResult
+from rla_core.envs.base import EnvErrorKind
+from rla_core.envs.gui_episode import GuiEnvironment, GuiEpisode
 from rla_core.envs.miniwob.dom import (
     Element,
     candidate_actions,
@@ -65,18 +66,10 @@ def _fields(task: str, utterance: str) -> list[tuple[str, str]]:
     return [(str(k), str(v)) for k, v in extractor(utterance)]
 
 
-class MiniWobEpisode:
+class MiniWobEpisode(GuiEpisode):
     """One MiniWoB++ episode in one browser tab (implements ``rla_core.envs.base.Episode``)."""
 
-    instruction: str
-    observation: str
-    admissible_actions: list[str]
-
-    @property
-    def observation_ref(self) -> str | None:
-        """The latest screenshot (when screenshots are on): the current page, or the end screen once the
-        episode is over — what vision-language policies and judges see."""
-        return self.screenshots[-1] if self.screenshots else None
+    machinery = "browser"
 
     def __init__(
         self,
@@ -88,25 +81,14 @@ class MiniWobEpisode:
         screenshot_dir: Path | None,
         episode_id: str,
     ) -> None:
-        self.spec = dict(spec)
+        super().__init__(dict(spec), episode_id=episode_id, screenshot_dir=screenshot_dir)
         self.task: str = spec["task"]
         self.hint_level: int = spec["hint_level"]
         self.pool = pool
-        self.history: list[str] = []
         self.elements: list[Element] = []
         self.fields: list[tuple[str, str]] = []
         self.strings: list[str] = []
         self.utterance = ""
-        self.done = False
-        self.won = False
-        self.raw_reward: float | None = None
-        self.failure: str | None = None  # browser failure that ended the episode
-        self.screenshots: list[str] = []  # PNG paths (artifact references, not stored in Parquet)
-        self._screenshot_dir = screenshot_dir
-        self._episode_id = episode_id
-        self.instruction = ""
-        self.observation = ""
-        self.admissible_actions = []
         self._tab: Tab | None = None
         try:
             self._tab = self.pool.open_tab(url)
@@ -142,58 +124,40 @@ class MiniWobEpisode:
         assert self._tab is not None
         state = self._tab.call(lambda d: d.execute_script(_STATE_JS))
         if state["done"]:
-            self.done = True
-            self.raw_reward = float(state["raw"])
-            self.won = self.raw_reward > 0  # spec §2.1 OSWorld rule: result > 0 is a success
-            self.observation = f"The episode is over: reward {self.raw_reward:g}" + (
-                f" ({state['reason']})." if state["reason"] else "."
-            )
-            self.admissible_actions = []
+            score = float(state["raw"])
+            reason = f" ({state['reason']})." if state["reason"] else "."
+            self._end(score, f"The episode is over: reward {score:g}" + reason)
             self._screenshot()  # the end screen: the judge's "after" image of the last step
             return
         self.elements = parse_dom(state["dom"])
-        self.admissible_actions = candidate_actions(self.elements, strings=self.strings)
-        self.observation = render_observation(self.elements)
+        self._show(render_observation(self.elements), candidate_actions(self.elements, strings=self.strings))
         if self.hint_level >= 2:
             expert = self.expert_actions()
             if expert:
-                self.observation += f"\nHint: next do: {expert[0]}"
+                self._observation += f"\nHint: next do: {expert[0]}"
         self._screenshot()
 
     def _screenshot(self) -> None:
-        if self._screenshot_dir is not None:
-            assert self._tab is not None
-            path = self._screenshot_dir / f"{self._episode_id}-{len(self.history)}.png"
-            self._tab.call(lambda d: d.save_screenshot(str(path)))
-            self.screenshots.append(str(path))
+        tab = self._tab
+        assert tab is not None
+        self._keep_screenshot(lambda path: tab.call(lambda d: d.save_screenshot(str(path))))
 
     def _fail(self, exc: BrowserError) -> EnvironmentFault:
         """End the episode on a browser failure (ours, not the policy's); the fault for the runner to record."""
-        self.failure = str(exc)
-        self.done, self.won = True, False
-        self.observation = f"The browser stopped responding. ({exc})"
-        self.admissible_actions = []
+        self._end_failed(str(exc))
         if not self.instruction:
             self.instruction = f"MiniWoB task {self.task} (the page did not load)."
         self.close()
         kind = EnvErrorKind.BROWSER_TIMEOUT if isinstance(exc, BrowserTimeoutError) else EnvErrorKind.BROWSER
         return EnvironmentFault(kind, f"MiniWoB task {self.task}: {exc}")
 
-    # -- Episode protocol --------------------------------------------------------------------
-    def step(self, action: str) -> StepResult:
-        """Play ``action`` (one of ``admissible_actions``); an unknown action is a no-op step."""
-        if self.done:
-            return StepResult(observation=self.observation, done=True, won=self.won)
+    # -- GuiEpisode --------------------------------------------------------------------------
+    def _playable(self, action: str) -> bool:
+        return parse_action(action) is not None and super()._playable(action)
+
+    def _act(self, action: str) -> None:
         parsed = parse_action(action)
-        self.history.append(action)
-        if parsed is None or action not in self.admissible_actions:
-            return StepResult(
-                observation=f"'{action}' is not one of the listed actions; nothing happened.\n"
-                + self.observation,
-                done=False,
-                won=False,
-            )
-        assert self._tab is not None
+        assert self._tab is not None and parsed is not None
         ref, text = parsed.ref, parsed.text
 
         def act(driver: WebDriver) -> None:
@@ -222,14 +186,10 @@ class MiniWobEpisode:
             self._refresh()
         except BrowserError as exc:
             raise self._fail(exc) from exc
-        return StepResult(observation=self.observation, done=self.done, won=self.won)
 
-    def expert_actions(self) -> list[str]:
-        """The scripted solver's next action from the current state (empty when done or unknown)."""
-        if self.done:
-            return []
-        action = next_action(self.task, fields=self.fields, elements=self.elements, history=self.history)
-        return [action] if action is not None and action in self.admissible_actions else []
+    def _scripted_next(self) -> str | None:
+        """The scripted solver's next action from the current state."""
+        return next_action(self.task, fields=self.fields, elements=self.elements, history=self.history)
 
     def close(self) -> None:
         """Close the tab (the browser stays in the pool)."""
@@ -238,7 +198,7 @@ class MiniWobEpisode:
             self.pool.close_tab(tab)
 
 
-class MiniWobEnv:
+class MiniWobEnv(GuiEnvironment[MiniWobEpisode]):
     """MiniWoB++ tasks (implements ``rla_core.envs.base.Environment``); owns its pool unless given one."""
 
     name = "miniwob"
@@ -264,16 +224,8 @@ class MiniWobEnv:
             else BrowserPool(size=pool_size, runtime_dir=runtime_dir, call_timeout_s=call_timeout_s)
         )
         self.episode_ms = episode_ms
-        self.screenshot_dir = screenshot_dir
-        if screenshot_dir is not None:
-            screenshot_dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(screenshot_dir=screenshot_dir)
         self.solver_max_steps = solver_max_steps
-
-    def __enter__(self) -> MiniWobEnv:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         """Shut the pool down if this environment created it."""
@@ -288,18 +240,17 @@ class MiniWobEnv:
         """The ``file://`` URL of a task page."""
         return (self.html_dir / "miniwob" / f"{task}.html").resolve().as_uri()
 
-    def open(self, spec: dict[str, Any], *, seed: int) -> MiniWobEpisode:
-        """Start an episode; the instance is fixed by ``spec["seed"]`` (pages are deterministic). ``seed``
-        (the rollout runner's per-episode seed) only names the episode's screenshots, so that their names do
-        not depend on which other episodes this environment opened (a Ray shard opens only its own)."""
-        self.validate_spec(spec)
+    def _instance(self, spec: dict[str, Any]) -> str:
+        return f"{spec['task']}-{spec['seed']}"  # the page's instance is fixed by spec["seed"]
+
+    def _start(self, spec: dict[str, Any], *, episode_id: str) -> MiniWobEpisode:
         return MiniWobEpisode(
             self.pool,
             spec,
             url=self.url(spec["task"]),
             episode_ms=self.episode_ms,
             screenshot_dir=self.screenshot_dir,
-            episode_id=f"{spec['task']}-{spec['seed']}-{seed:016x}",
+            episode_id=episode_id,
         )
 
     def solve(self, spec: dict[str, Any]) -> tuple[list[str], bool, str | None]:
@@ -323,28 +274,18 @@ class MiniWobEnv:
             if episode.won:
                 return list(episode.history), True, None
             why = episode.failure or (
-                f"reward {episode.raw_reward:g}" if episode.done else "the solver found no next action"
+                f"reward {episode.score:g}" if episode.done else "the solver found no next action"
             )
             return list(episode.history), False, f"the scripted solver did not win: {why}"
         finally:
             episode.close()
 
-    def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
-        """The scripted solver's winning action sequence (empty list when there is no winning solver)."""
-        del seed
+    def scripted_solution(self, spec: dict[str, Any]) -> list[str] | None:
+        """The scripted solver's winning action sequence (None when there is no winning solver)."""
         actions, won, _ = self.solve(spec)
-        return [actions] if won else []
+        return actions if won else None
 
     def check_winnable(self, spec: dict[str, Any]) -> str | None:
         """Rewrite validation (spec §3.3): None when the page loads and the solver wins, else why not."""
         _actions, won, why = self.solve(spec)
         return None if won else why
-
-
-def play_actions(env: MiniWobEnv, spec: dict[str, Any], actions: Sequence[str]) -> MiniWobEpisode:
-    """Open ``spec`` and play ``actions`` in order until done (the caller closes the episode)."""
-    episode = env.open(spec, seed=0)
-    for action in actions:
-        if episode.step(action).done:
-            break
-    return episode

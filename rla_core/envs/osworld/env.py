@@ -39,9 +39,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rla_core.envs.base import EnvErrorKind, StepResult
+from rla_core.envs.base import EnvErrorKind
 from rla_core.envs.desktop.desktop import Desktop
 from rla_core.envs.desktop.pool import DesktopPool
+from rla_core.envs.gui_episode import GuiEnvironment, GuiEpisode
 from rla_core.envs.osworld import observe
 from rla_core.envs.osworld.tasks import (
     TYPABLE,
@@ -66,28 +67,21 @@ def waves(keys: Sequence[tuple[str, int]], size: int) -> Iterator[tuple[tuple[st
         yield tuple(keys[start : start + size])
 
 
-class OsworldEpisode:
+class OsworldEpisode(GuiEpisode):
     """One OSWorld episode on one local desktop (implements ``rla_core.envs.base.Episode``)."""
 
+    machinery = "desktop"
+
     def __init__(self, env: OsworldEnv, spec: dict[str, Any], *, episode_id: str) -> None:
+        super().__init__(spec, episode_id=episode_id, screenshot_dir=env.screenshot_dir)
         self.env = env
-        self.spec = spec
         self.key = current_key(spec)
         self.instruction = instruction(spec)
         self.solution: list[str] = list(spec.get("solutions", {}).get(self.key, []))
         self.strings = observe.instruction_strings(self.instruction)
         self.strings += [s for s in spec.get(TYPABLE, []) if s not in self.strings]
-        self.history: list[str] = []
         self.elements: list[observe.Element] = []
-        self.screenshots: list[str] = []
-        self.done = False
-        self.won = False
-        self.score: float | None = None
-        self.failure: str | None = None
         self.fault: EnvironmentFault | None = None  # set when our machinery failed (the episode is env_error)
-        self._episode_id = episode_id
-        self._observation = ""
-        self._actions: list[str] = []
         self.desktop: Desktop | None = env.pool.acquire(ACQUIRE_TIMEOUT_S)
         self._denv = env.desktop_env(self.desktop)
         self._ready: Future[None] | None = env.executor.submit(self._reset)
@@ -171,77 +165,38 @@ class OsworldEpisode:
     def _observe(self, obs: dict[str, Any]) -> None:
         tree = obs.get("accessibility_tree") or ""
         self.elements = observe.parse_tree(tree) if tree else []
-        self._observation = observe.linearise(self.elements, max_tokens=self.env.a11y_max_tokens)
-        self._actions = observe.candidate_actions(
-            self.elements, strings=self.strings, max_clicks=self.env.max_clicks
+        self._show(
+            observe.linearise(self.elements, max_tokens=self.env.a11y_max_tokens),
+            observe.candidate_actions(self.elements, strings=self.strings, max_clicks=self.env.max_clicks),
         )
         shot = obs.get("screenshot")
-        if self.env.screenshot_dir is not None and isinstance(shot, bytes | bytearray):
-            path = self.env.screenshot_dir / f"{self._episode_id}-{len(self.history)}.png"
-            path.write_bytes(bytes(shot))
-            self.screenshots.append(str(path))
+        if isinstance(shot, bytes | bytearray):
+            self._keep_screenshot(lambda path: path.write_bytes(bytes(shot)))
 
     def _fail(self, reason: str, kind: EnvErrorKind) -> EnvironmentFault:
         """Our machinery failed: end the episode as an environment error (the desktop is reset on close)."""
         log.warning("OSWorld task %s: %s", self.spec["id"], reason)
-        self.failure = reason
-        self.done, self.won = True, False
-        self._observation = f"The desktop stopped responding. ({reason})"
-        self._actions = []
+        self._end_failed(reason)
         self.fault = EnvironmentFault(self._machinery(kind), f"OSWorld task {self.spec['id']}: {reason}")
         return self.fault
 
-    @property
-    def observation(self) -> str:
-        self._wait()
-        return self._observation
+    # -- GuiEpisode --------------------------------------------------------------------------
+    def _act(self, action: str) -> None:
+        code = observe.compile_action(action, self.elements)
+        self._check_desktop("before the step")
+        try:
+            obs, _reward, _done, _info = self._denv.step(code, pause=self.env.step_pause_s)
+        except RlaError:
+            raise
+        except Exception as exc:  # the desktop (X server, in-desktop server) failed under the action
+            raise self._fail(f"step failed: {exc}", EnvErrorKind.DESKTOP_SERVER) from exc
+        self._check_desktop("during the step")
+        self._observe(obs)
 
-    @observation.setter
-    def observation(self, value: str) -> None:  # the Episode protocol's attribute is settable
-        self._wait()
-        self._observation = value
-
-    @property
-    def admissible_actions(self) -> list[str]:
-        self._wait()
-        return list(self._actions)
-
-    @admissible_actions.setter
-    def admissible_actions(self, value: list[str]) -> None:
-        self._wait()
-        self._actions = list(value)
-
-    @property
-    def observation_ref(self) -> str | None:
-        """The latest screenshot: the current screen, or the one after the last action once the episode is
-        over (for the report and vision-language policies and judges)."""
-        self._wait()
-        return self.screenshots[-1] if self.screenshots else None
-
-    # -- Episode protocol --------------------------------------------------------------------
-    def step(self, action: str) -> StepResult:
-        """Play a candidate action; an action not among them is a no-op step (it still uses the budget)."""
-        self._wait()
-        if self.done:
-            return StepResult(observation=self._observation, done=True, won=self.won)
-        self.history.append(action)
-        if action in self._actions:
-            code = observe.compile_action(action, self.elements)
-            self._check_desktop("before the step")
-            try:
-                obs, _reward, _done, _info = self._denv.step(code, pause=self.env.step_pause_s)
-            except RlaError:
-                raise
-            except Exception as exc:  # the desktop (X server, in-desktop server) failed under the action
-                raise self._fail(f"step failed: {exc}", EnvErrorKind.DESKTOP_SERVER) from exc
-            self._check_desktop("during the step")
-            self._observe(obs)
-            note = ""
-        else:
-            note = f"'{action}' is not one of the listed actions; nothing happened.\n"
+    def _after_step(self, action: str) -> None:
+        """OSWorld scores the episode when the policy says ``DONE`` or ``FAIL`` or its budget is used."""
         if action in ("DONE", "FAIL") or len(self.history) >= self.env.max_steps:
             self._evaluate()
-        return StepResult(observation=note + self._observation, done=self.done, won=self.won)
 
     def _evaluate(self) -> None:
         self._check_desktop("before the evaluation")
@@ -260,18 +215,14 @@ class OsworldEpisode:
             score = 0.0
         # Getters answer a desktop that broke under them with nothing (scored 0): that score measured nothing.
         self._check_desktop("during the evaluation")
-        self.score = score
-        self.done, self.won = True, self.score > 0
-        self._observation = f"The episode is over: the evaluator scored {self.score:g}."
-        self._actions = []
+        self._end(score, f"The episode is over: the evaluator scored {score:g}.")
 
-    def expert_actions(self) -> list[str]:
-        """The scripted solution's next action while the episode has followed it (empty otherwise)."""
-        self._wait()
+    def _scripted_next(self) -> str | None:
+        """The scripted solution's next action while the episode has followed it."""
         n = len(self.history)
-        if self.done or n >= len(self.solution) or self.history != self.solution[:n]:
-            return []
-        return [self.solution[n]] if self.solution[n] in self._actions else []
+        if n >= len(self.solution) or self.history != self.solution[:n]:
+            return None
+        return self.solution[n]
 
     def close(self) -> None:
         """Give the desktop back: ``DesktopEnv.reset`` reverts it before its next task (a failed one now)."""
@@ -285,7 +236,7 @@ class OsworldEpisode:
                 self.env.release(desktop, reset=self.failure is not None)
 
 
-class OsworldEnv:
+class OsworldEnv(GuiEnvironment[OsworldEpisode]):
     """OSWorld-format tasks on a pool of local desktops (implements ``rla_core.envs.base.Environment``)."""
 
     name = "osworld"
@@ -310,9 +261,7 @@ class OsworldEnv:
         self.a11y_max_tokens = a11y_max_tokens
         self.max_clicks = max_clicks
         self.step_pause_s = step_pause_s
-        self.screenshot_dir = screenshot_dir
-        if screenshot_dir is not None:
-            screenshot_dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(screenshot_dir=screenshot_dir)
         self.pool = DesktopPool(size=desktops or None, runtime_dir=runtime_dir)
         self.executor = ThreadPoolExecutor(max_workers=self.pool.size, thread_name_prefix="osworld-reset")
         self._envs: dict[int, Any] = {}
@@ -332,12 +281,6 @@ class OsworldEnv:
         if reset:
             self._envs.pop(id(desktop), None)  # a fresh DesktopEnv: the reset desktop starts clean
         self.pool.release(desktop, reset=reset)
-
-    def __enter__(self) -> OsworldEnv:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         """Stop every desktop of the pool."""
@@ -363,24 +306,13 @@ class OsworldEnv:
                 f"python -m rla_core.envs.osworld.cache fill (docs/osworld.md)"
             )
 
-    def open(self, spec: dict[str, Any], *, seed: int) -> OsworldEpisode:
-        """Start an episode; ``seed`` (the runner's per-episode seed) names its screenshots."""
-        self.validate_spec(spec)
-        return OsworldEpisode(self, spec, episode_id=f"{spec['id']}-{current_key(spec)}-{seed:016x}")
+    def _instance(self, spec: dict[str, Any]) -> str:
+        return f"{spec['id']}-{current_key(spec)}"
 
-    def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
-        """The task's scripted solution for the current key (none when the task has none)."""
-        del seed
+    def _start(self, spec: dict[str, Any], *, episode_id: str) -> OsworldEpisode:
+        return OsworldEpisode(self, spec, episode_id=episode_id)
+
+    def scripted_solution(self, spec: dict[str, Any]) -> list[str] | None:
+        """The task's scripted solution for the current key (None when the task has none)."""
         solution = spec.get("solutions", {}).get(current_key(spec))
-        return [list(solution)] if solution else []
-
-    def play(self, spec: dict[str, Any], actions: Sequence[str]) -> OsworldEpisode:
-        """Open ``spec`` and play ``actions`` until done (the caller closes the episode)."""
-        episode = self.open(spec, seed=0)
-        for action in actions:
-            try:
-                if episode.step(action).done:
-                    break
-            except EnvironmentFault:
-                break  # episode.failure says why (a solution check reads it)
-        return episode
+        return list(solution) if solution else None
