@@ -15,7 +15,7 @@ from rla_core.store import ArtifactStore
 from tests.flows.conftest import ITERATION, FlowEnv, planned
 
 
-@pytest.mark.slow  # ~165 s here (2 iterations, tiny models); the plug-in's unit tests run by default
+@pytest.mark.slow  # 50-165 s here (2 iterations, tiny models); the plug-in's unit tests run by default
 def test_the_reasoning_gym_preset_runs_two_iterations_with_a_chosen_rewrite_in_its_declared_ranges(
     flow_env: FlowEnv,
 ) -> None:

@@ -16,7 +16,8 @@ from rla_core.store import ArtifactStore
 from tests.flows.conftest import ITERATION, FlowEnv, planned
 
 
-@pytest.mark.slow  # a multi-step game, 2 iterations at tiny sizes; the plug-in's unit tests run by default
+@pytest.mark.slow  # ~3 min here (a 15-move game, 2 iterations); the plug-in's unit tests run by default
+@pytest.mark.timeout(1800)
 def test_the_textarena_preset_runs_two_iterations_with_a_chosen_registered_variant(flow_env: FlowEnv) -> None:
     root = flow_env.base / "runs-ta"
     flow_env.rla("run", "--preset", "textarena", *flow_env.settings(root), "--run-id", "ta", timeout=1500)
@@ -29,7 +30,8 @@ def test_the_textarena_preset_runs_two_iterations_with_a_chosen_registered_varia
     assert set(rollouts["slot_id"]) == {"TowerOfHanoi-0", "TowerOfHanoi-1"}
     assert set(rollouts["status"]) <= {"won", "lost"}
     assert store.read_frame("ta", 1, "judge", "judgments").height == rollouts.height * 2  # judge.m = 2
-    assert store.read_frame("ta", 1, "label", "policy_samples").height > 0
+    # Labels for both slots (the samples may be empty: a group the tiny policy lost throughout has no advantage).
+    assert set(store.read_frame("ta", 1, "label", "tasks")["slot_id"]) == {"TowerOfHanoi-0", "TowerOfHanoi-1"}
     proposals = store.read_frame("ta", 1, "adapt", "proposals")
     chosen = proposals.filter(pl.col("chosen"))
     assert chosen.height >= 1 and chosen["valid"].all()
