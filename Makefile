@@ -3,13 +3,13 @@
 # example environment plug-in under examples/, which the tests run).
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml examples/numberline/pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml examples/numberline/pyproject.toml plugins/reasoning_gym/pyproject.toml plugins/textarena/pyproject.toml | sha1sum | cut -c1-12)
 
 .PHONY: setup setup-vllm run test test-slow lint typecheck unit slow bench
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml examples/numberline/pyproject.toml
+$(STAMP): pyproject.toml examples/numberline/pyproject.toml plugins/reasoning_gym/pyproject.toml plugins/textarena/pyproject.toml
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
 
@@ -17,8 +17,8 @@ run: setup
 	$(VENV)/bin/rla run
 
 lint: setup
-	$(VENV)/bin/ruff check rla_core flows tasks tests benchmarks examples
-	$(VENV)/bin/ruff format --check rla_core flows tasks tests benchmarks examples
+	$(VENV)/bin/ruff check rla_core flows tasks tests benchmarks examples plugins
+	$(VENV)/bin/ruff format --check rla_core flows tasks tests benchmarks examples plugins
 
 typecheck: setup
 	$(VENV)/bin/mypy rla_core tasks flows

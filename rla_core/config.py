@@ -961,6 +961,8 @@ PRESETS: tuple[str, ...] = (
     "paper-textgame",
     "paper-coding",
     "paper-gui",
+    "reasoning-gym",
+    "textarena",
     "test",
 )
 

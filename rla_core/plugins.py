@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -157,7 +158,8 @@ class EnvironmentPlugin(ABC):
     """
 
     Options: ClassVar[type[PluginOptions]] = NoOptions
-    rewrite_space: ClassVar[RewriteSpace]
+    # Declared on the class; a plug-in whose space depends on its options also sets it in ``__init__``.
+    rewrite_space: RewriteSpace
     judge_template: ClassVar[str] = DEFAULT_JUDGE_TEMPLATE
     rewrite_template: ClassVar[str] = DEFAULT_REWRITE_TEMPLATE
 
@@ -279,3 +281,21 @@ def installed_version(name: str) -> str:
     config check has said so already)."""
     ep = installed().get(name)
     return ep.dist.version if ep is not None and ep.dist is not None else ""
+
+
+def requirement_versions(name: str) -> dict[str, str]:
+    """The installed versions of what the distribution of plug-in ``name`` declares it requires (a library it
+    wraps: its behaviour is the plug-in's too), by distribution name; one not installed is ""."""
+    ep = installed().get(name)
+    if ep is None or ep.dist is None:
+        return {}
+    out: dict[str, str] = {}
+    for line in ep.dist.requires or ():
+        if ";" in line and "extra" in line.split(";", 1)[1]:
+            continue  # an optional extra's requirement
+        dist = re.split(r"[\s\[<>=!~;(]", line.strip(), maxsplit=1)[0]
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = ""
+    return out

@@ -117,9 +117,10 @@ class StageInputs(Slice):
         if isinstance(
             plugin, dict
         ):  # a plug-in's code is not ours to hash: its package version stands for it
-            from rla_core.plugins import installed_version
+            from rla_core.plugins import installed_version, requirement_versions
 
             plugin["version"] = installed_version(plugin["name"])
+            plugin["requires"] = requirement_versions(plugin["name"])  # the library it wraps, if any
         return dumped
 
 

@@ -21,6 +21,10 @@ wait "$fd_build"
 "$venv/bin/python" -m pip install -q --no-deps "alfworld==0.4.2"
 # The example environment plug-in (docs/environments.md): editable, no dependencies; the tests run it.
 "$venv/bin/python" -m pip install -q --no-deps -e examples/numberline
+# Reasoning Gym and TextArena as plug-ins (docs/environments.md): each library through its extra, then the
+# plug-in package itself, editable; the tests run them.
+"$venv/bin/python" -m pip install -q -e ".[reasoning-gym,textarena]"
+"$venv/bin/python" -m pip install -q --no-deps -e plugins/reasoning_gym -e plugins/textarena
 # Sandbox user for model-written code (rla_core/sandbox): unprivileged, no home, no shell.
 if [ "$(id -u)" = "0" ] && ! id rla-sandbox >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin rla-sandbox

@@ -1,0 +1,45 @@
+"""Reasoning Gym through the plug-in API: the `reasoning-gym` preset runs two iterations through the real `rla`
+CLI offline (real Prefect, MLflow, tiny models, the library's own generators and scorer), and a variant chosen
+in iteration 1 lies in the generator's declared ranges and is decided in iteration 2.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from rla_reasoning_gym import attributes
+
+from rla_core.store import ArtifactStore
+from tests.flows.conftest import ITERATION, FlowEnv, planned
+
+
+@pytest.mark.slow  # 50-165 s here (2 iterations, tiny models); the plug-in's unit tests run by default
+def test_the_reasoning_gym_preset_runs_two_iterations_with_a_chosen_rewrite_in_its_declared_ranges(
+    flow_env: FlowEnv,
+) -> None:
+    root = flow_env.base / "runs-rg"
+    flow_env.rla("run", "--preset", "reasoning-gym", *flow_env.settings(root), "--run-id", "rg", timeout=1200)
+    store = ArtifactStore(str(root))
+    done = set(store.committed("rg"))
+    assert done == planned(store, "rg")
+    for it in (1, 2):
+        assert {s for i, s in done if i == it} == set(ITERATION)
+    rollouts = store.read_frame("rg", 1, "rollout", "rollouts")
+    assert set(rollouts["slot_id"]) == {"chain_sum-0", "chain_sum-1"}
+    assert set(rollouts["status"]) <= {"won", "lost"}
+    assert rollouts.filter(pl.col("action_valid"))["done"].all()  # single-turn: an answer ends the episode
+    assert store.read_frame("rg", 1, "judge", "judgments").height == rollouts.height * 2  # judge.m = 2
+    assert store.read_frame("rg", 1, "label", "policy_samples").height > 0
+    proposals = store.read_frame("rg", 1, "adapt", "proposals")
+    chosen = proposals.filter(pl.col("chosen"))
+    assert chosen.height >= 1 and chosen["valid"].all()
+    for spec in map(json.loads, chosen["spec"]):
+        for attr in attributes("chain_sum").values():
+            low, high = spec[attr.lower_field_name], spec[attr.upper_field_name]
+            assert min(attr.levels) <= low <= high <= max(attr.levels), spec
+    decisions = store.read_frame("rg", 2, "label", "decisions")
+    assert set(chosen["slot_id"]) <= set(decisions["slot_id"])
+    assert store.manifest("rg", 1, "rollout").extra["metrics"]["env/env_error_rate"] == 0.0
+    assert store.read_frame("rg", 2, "evaluate", "eval").height == 2  # 2 held-out items x 1 rollout
