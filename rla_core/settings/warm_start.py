@@ -47,7 +47,8 @@ def warm_start_models(cfg: BootstrapInputs, *, out_dir: Path, seed: int) -> Warm
     Writes ``out_dir/policy`` and ``out_dir/reward`` (Hugging Face checkpoints). The environment model,
     when configured, is never trained in the loop (spec §1): it is resolved as is, except that a tiny one
     whose setting demonstrates rewrites (``WarmStartData.environment_rows``, OSWorld) is warm-started on
-    them into ``out_dir/environment`` like the other two. Metrics are namespaced ``policy/warm_start_*``,
+    them into ``out_dir/environment`` like the other two, for
+    ``models.environment_warm_start_epochs`` (default: ``warm_start_epochs``). Metrics are namespaced ``policy/warm_start_*``,
     ``reward_model/warm_start_*`` and ``environment/warm_start_*``.
     """
 
@@ -95,6 +96,12 @@ def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: P
         epochs = cfg.models.warm_start_epochs if cfg.models.warm_start else 0
         if role == "reward" and cfg.models.warm_start and cfg.models.reward_warm_start_epochs is not None:
             epochs = cfg.models.reward_warm_start_epochs
+        if (
+            role == "environment"
+            and cfg.models.warm_start
+            and cfg.models.environment_warm_start_epochs is not None
+        ):
+            epochs = cfg.models.environment_warm_start_epochs
         rows = format_image_rows(base, rows, chat=cfg.models.serving.chat_template)
         if is_tiny_ref(ref):
             # Tiny models are named by content hash, so (model, demos, schedule, seed) identifies the result.
