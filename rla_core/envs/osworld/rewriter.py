@@ -241,10 +241,11 @@ def with_fallback(
         )
     if not rows:
         return proposals
+    # each fallback row after its slot's samples, slots in the order of ``proposals``
     frame = pl.concat([proposals, pl.DataFrame(rows, schema=proposals.schema)], how="vertical")
-    return validate(
-        "proposals", frame.sort("slot_id", "candidate_idx", maintain_order=True), where="with_fallback"
-    )
+    order = {slot: i for i, slot in enumerate(dict.fromkeys(frame["slot_id"].to_list()))}
+    frame = frame.sort(pl.col("slot_id").replace_strict(order), "candidate_idx")
+    return validate("proposals", frame, where="with_fallback")
 
 
 # The (goal, success rate) pairs the demonstrations show: a rewrite's accuracy is in neither band.

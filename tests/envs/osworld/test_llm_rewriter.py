@@ -167,3 +167,19 @@ def test_the_llm_rewriter_without_an_environment_model_is_a_config_error() -> No
         RunConfig.model_validate(
             {"setting": "gui", "gui": {"engine": "osworld"}, "adaptation": {"rewriter": "llm"}}
         )
+
+
+def test_the_fallback_row_follows_its_own_slots_samples() -> None:
+    task = mkdir(solutions=False)
+    hard = request(task, Goal.HARDER)
+    easy = RewriteRequest("os/other", "os/other", task, task, Goal.EASIER, prev_acc=0.0)
+    texts = ["no", json.dumps({"dir": DIR}), "no", "no", "no", "no"]  # slot 1: sample 1 valid; slot 2: none
+    frame = rewrite_tasks(
+        [hard, easy], rewriter=OsworldLlmRewriter(RecordedGenerator(texts), sampling=AdaptationConfig().sampling),
+        env=SolutionCheck(no_desktop), k=3, seed=0, iteration=1, check=check_osworld_candidate,
+    )  # fmt: skip
+    out = with_fallback(frame, [hard, easy], iteration=1)
+    assert list(zip(out["slot_id"], out["candidate_idx"], out["chosen"], strict=True)) == [
+        ("os/rla-os-mkdir", 0, False), ("os/rla-os-mkdir", 1, True), ("os/rla-os-mkdir", 2, False),
+        ("os/other", 0, False), ("os/other", 1, False), ("os/other", 2, False), ("os/other", 3, True),
+    ]  # fmt: skip
