@@ -381,6 +381,12 @@ class ModelsConfig(_Section):
     reward_warm_start_epochs: int | None = Field(
         None, ge=0, description="Passes over the judge's demonstrations; None uses warm_start_epochs."
     )
+    environment_warm_start_epochs: int | None = Field(
+        None,
+        ge=0,
+        description="Passes over a tiny environment model's rewrite demonstrations (OSWorld); None uses "
+        "warm_start_epochs.",
+    )
     warm_start_seed: int | None = Field(
         None,
         description="Seed of the warm start; None derives it from the run seed. A fixed one shares it across seeds.",

@@ -37,8 +37,8 @@ def adapt(
         registry, task_accuracy(frames["rollouts"]), cfg=cfg.adaptation, iteration=ctx.iteration
     )
     # Every use of the environment model is one generate call per phase (text games: the failure summaries,
-    # then every target's rewrite attempts; coding: every rewrite), which shards over a Ray cluster. The GUI
-    # rewriters are parametric: they leave the model unused (with ray nothing starts for it).
+    # then every target's rewrite attempts; coding and OSWorld with adaptation.rewriter=llm: every rewrite),
+    # which shards over a Ray cluster. MiniWoB's rewriter is parametric: it leaves the model unused.
     with contextlib.ExitStack() as stack:
         env_model = (
             stack.enter_context(

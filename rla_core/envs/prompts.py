@@ -29,7 +29,14 @@ from typing import Any
 TEMPLATE_VERSION = 1
 # Files this module reads rather than imports: part of the code version of every stage that uses it.
 CODE_RESOURCES = ("templates/*.txt",)
-TEMPLATE_NAMES: tuple[str, ...] = ("policy", "judge", "failure_summary", "rewrite", "gui_judge")
+TEMPLATE_NAMES: tuple[str, ...] = (
+    "policy",
+    "judge",
+    "failure_summary",
+    "rewrite",
+    "gui_judge",
+    "osworld_rewrite",
+)
 
 
 @cache

@@ -82,11 +82,14 @@ def eval_due(cfg: RunConfig, iteration: int) -> bool:
 
 @dataclass(frozen=True)
 class WarmStartData:
-    """What the bootstrap stage needs: tokenizer corpus and SFT demonstrations for both models."""
+    """What the bootstrap stage needs: tokenizer corpus and SFT demonstrations for both models, and for a
+    tiny environment model the rewrites it should write (None: a setting whose environment model is used
+    as it is)."""
 
     corpus: list[str]
     policy_rows: pl.DataFrame  # prompt, response
     reward_rows: pl.DataFrame  # prompt, response
+    environment_rows: pl.DataFrame | None = None  # prompt, response
 
 
 @dataclass(frozen=True)

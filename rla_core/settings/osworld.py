@@ -12,7 +12,9 @@ step-wise OSWorld-style judge, the text-game labels, evaluation on the held-out 
 * the warm start plays each seed task's scripted solution and one random trajectory **once**, and builds
   the tokenizer corpus, the policy rows and the judge rows from those plays (a desktop episode costs
   seconds, MiniWoB's helpers would replay each task ~10 times);
-* adaptation: :mod:`rla_core.envs.osworld.rewriter` (evaluator key and hints within the task's template).
+* adaptation: :mod:`rla_core.envs.osworld.rewriter` (evaluator key and hints within the task's template),
+  written by the environment model (``adaptation.rewriter=llm``, warm-started on the parametric rewriter's
+  moves when it is a tiny one) or by the parametric rewriter.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from rla_core.algo.curriculum import PlayTask
-from rla_core.config import Setting
-from rla_core.errors import EnvironmentSpecError
+from rla_core.config import RewriterKind, Setting
+from rla_core.errors import ConfigError, EnvironmentSpecError
 from rla_core.settings.base import (
     ProposalRequest,
     WarmStartData,
@@ -134,6 +136,7 @@ class OsworldSetting:
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
         from rla_core.envs.demos import DEMO_COLUMNS, DemoStep, judge_row, play_demo, policy_row
+        from rla_core.envs.osworld.rewriter import rewrite_demos
         from rla_core.envs.osworld.tasks import task_key
         from rla_core.envs.prompts import template_texts
         from rla_core.envs.rollout import derive_seed
@@ -184,8 +187,14 @@ class OsworldSetting:
         ]
         policy = pl.DataFrame(policy_rows, schema=DEMO_COLUMNS)
         judge = pl.DataFrame(judge_rows, schema=DEMO_COLUMNS)
-        corpus = [*template_texts().values(), *policy["prompt"], *policy["response"], *judge["prompt"], *judge["response"]]  # fmt: skip
-        return WarmStartData(corpus=corpus, policy_rows=policy, reward_rows=judge)
+        # A tiny environment model learns the rewrites it will be asked for (the parametric rewriter's moves).
+        rewrites = rewrite_demos(specs) if inputs.models.environment is not None else None
+        texts = [policy, judge, *([rewrites] if rewrites is not None else [])]
+        corpus = [
+            *template_texts().values(),
+            *(t for rows in texts for c in ("prompt", "response") for t in rows[c]),
+        ]
+        return WarmStartData(corpus=corpus, policy_rows=policy, reward_rows=judge, environment_rows=rewrites)
 
     def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
         """Play the request's episodes in waves of the desktop pool's size; with ``request.workdir`` and
@@ -212,17 +221,39 @@ class OsworldSetting:
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
     ) -> pl.DataFrame:
-        from rla_core.envs.osworld.rewriter import OsworldRewriter, SolutionCheck, check_osworld_candidate
-        from rla_core.envs.rewriter import rewrite_tasks
+        """The environment model's rewrites with ``adaptation.rewriter=llm`` (all targets' samples in one
+        generate call, sharded over a Ray cluster like every setting's; a target with no valid sample keeps
+        its task as the pending one, :func:`~rla_core.envs.osworld.rewriter.with_fallback`), else the
+        parametric ones; every candidate through the same checks, the scripted solution on a desktop."""
+        from rla_core.envs.osworld.rewriter import (
+            OsworldLlmRewriter,
+            OsworldRewriter,
+            SolutionCheck,
+            check_osworld_candidate,
+            with_fallback,
+        )
+        from rla_core.envs.rewriter import TaskRewriter, rewrite_tasks
 
+        llm = inputs.adaptation.rewriter is RewriterKind.LLM
+        if llm and env_model is None and job.targets:
+            raise ConfigError(
+                "adaptation.rewriter=llm needs an environment model for OSWorld rewrites: set "
+                "models.environment (a checkpoint, hub id or tiny:<name>) or use adaptation.rewriter=parametric"
+            )
         requests = rewrite_requests(job, max_steps=inputs.rollout.max_steps)
+        rewriter: TaskRewriter = (
+            OsworldLlmRewriter(env_model, sampling=inputs.adaptation.sampling)
+            if llm and env_model is not None
+            else OsworldRewriter()
+        )
         validator = SolutionCheck(
             self.opener(need(inputs.gui, Setting.GUI), max_steps=inputs.rollout.max_steps)
         )
         try:
-            return rewrite_tasks(
-                requests, rewriter=OsworldRewriter(), env=validator, k=inputs.adaptation.candidates,
+            proposals = rewrite_tasks(
+                requests, rewriter=rewriter, env=validator, k=inputs.adaptation.candidates,
                 seed=job.seed, iteration=job.iteration, check=check_osworld_candidate,
             )  # fmt: skip
         finally:
             validator.close()
+        return with_fallback(proposals, requests, iteration=job.iteration) if llm else proposals

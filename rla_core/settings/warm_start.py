@@ -44,9 +44,12 @@ def warm_start_models(cfg: BootstrapInputs, *, out_dir: Path, seed: int) -> Warm
     ``models.reward_warm_start_epochs`` (default: ``warm_start_epochs``) on its demonstrations with
     ``models.reward_label_noise`` of the labels flipped (:func:`flip_judge_labels`).
 
-    Writes ``out_dir/policy`` and ``out_dir/reward`` (Hugging Face checkpoints); the environment model,
-    when configured, is resolved as is (it is never trained, spec §1). Metrics are
-    namespaced ``policy/warm_start_*`` and ``reward_model/warm_start_*``.
+    Writes ``out_dir/policy`` and ``out_dir/reward`` (Hugging Face checkpoints). The environment model,
+    when configured, is never trained in the loop (spec §1): it is resolved as is, except that a tiny one
+    whose setting demonstrates rewrites (``WarmStartData.environment_rows``, OSWorld) is warm-started on
+    them into ``out_dir/environment`` like the other two, for
+    ``models.environment_warm_start_epochs`` (default: ``warm_start_epochs``). Metrics are namespaced ``policy/warm_start_*``,
+    ``reward_model/warm_start_*`` and ``environment/warm_start_*``.
     """
 
     if cfg.models.warm_start_seed is not None:
@@ -76,10 +79,14 @@ def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: P
     cache = Path(cfg.models.cache_dir)
     metrics: dict[str, float] = {}
     dirs: dict[str, Path] = {}
-    for role, ref, rows, prefix in (
+    roles = [
         ("policy", cfg.models.policy, data.policy_rows, "policy"),
         ("reward", cfg.models.reward, reward_rows, "reward_model"),
-    ):
+    ]
+    env_ref = cfg.models.environment
+    if env_ref is not None and is_tiny_ref(env_ref) and data.environment_rows is not None:
+        roles.append(("environment", env_ref, data.environment_rows, "environment"))
+    for role, ref, rows, prefix in roles:
         base = resolve_model(ref, corpus=data.corpus, cache_dir=cache)
         base_id = base.name  # tiny models and cache entries are named by content hash
         if role == "policy" and cfg.models.warm_start and cfg.models.policy_reading_drills > 0:
@@ -89,6 +96,12 @@ def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: P
         epochs = cfg.models.warm_start_epochs if cfg.models.warm_start else 0
         if role == "reward" and cfg.models.warm_start and cfg.models.reward_warm_start_epochs is not None:
             epochs = cfg.models.reward_warm_start_epochs
+        if (
+            role == "environment"
+            and cfg.models.warm_start
+            and cfg.models.environment_warm_start_epochs is not None
+        ):
+            epochs = cfg.models.environment_warm_start_epochs
         rows = format_image_rows(base, rows, chat=cfg.models.serving.chat_template)
         if is_tiny_ref(ref):
             # Tiny models are named by content hash, so (model, demos, schedule, seed) identifies the result.
@@ -102,10 +115,8 @@ def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: P
             stats = sft(base, rows, out_dir=out_dir / role, epochs=epochs, lr=cfg.training.sft_lr, seed=seed)
         metrics |= {f"{prefix}/warm_start_{k}": float(v) for k, v in stats.items()}
         dirs[role] = out_dir / role
-    env_dir = (
-        resolve_model(cfg.models.environment, corpus=data.corpus, cache_dir=cache)
-        if cfg.models.environment is not None
-        else None
+    env_dir = dirs.get("environment") or (
+        resolve_model(env_ref, corpus=data.corpus, cache_dir=cache) if env_ref is not None else None
     )
     return WarmStartResult(
         policy_dir=dirs["policy"], reward_dir=dirs["reward"], metrics=metrics, environment_dir=env_dir

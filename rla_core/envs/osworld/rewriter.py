@@ -2,17 +2,28 @@
 
 The paper's environment model rewrites ``current_task`` into a single-key JSON whose key must be in
 ``task_template``; it may change the evaluator key or the hint strength, never invent a task or an
-evaluator. :class:`OsworldRewriter` is the parametric (CPU) version of that edit, over our tasks' ``hints``:
+evaluator. Two rewriters make that edit (``adaptation.rewriter``):
 
-* easier: one hint more on the same key, then the previous (easier) template key;
-* harder: one hint less on the same key, then the next (harder) template key.
+* :class:`OsworldLlmRewriter` (``llm``): the environment model answers the ``osworld_rewrite`` prompt,
+  k = ``adaptation.candidates`` samples of one prompt per target; a sample is a candidate when its last
+  JSON object has exactly one key, a key of ``task_template``, with a string value
+  (:func:`parse_osworld_candidate`); the first valid one is chosen, and when none is,
+  :func:`with_fallback` makes the parent itself the pending task, re-tested the next step (the paper's
+  "old ``current_task`` as the temp task");
+* :class:`OsworldRewriter` (``parametric``), deterministic, over our tasks' ``hints``: easier = one hint
+  more on the same key, then the previous (easier) template key; harder = one hint less on the same key,
+  then the next (harder) template key.
 
 :func:`check_osworld_candidate` is the static check: the candidate is a valid task (:func:`check_task`); it is
 the root task with only ``current_task`` changed (same id, set-up, template, evaluators, hints: nothing
 invented); its key is a template key and its instruction is that key's template plus its own first hints;
-it differs from the parent and moves in the goal's direction by :func:`difficulty`. The engine check
-(:class:`SolutionCheck`) plays the new key's scripted solution on a desktop when the task has one; a task
-without solutions is checked statically only (as the paper's OSWorld rewrites are: JSON and key checks).
+it differs from the parent and moves in the goal's direction by :func:`difficulty`; a key other than the
+root's needs a scripted solution. The engine check (:class:`SolutionCheck`) then plays the key's scripted
+solution on a desktop, before the candidate can be chosen. So a key switch is valid only when the new key's
+solution wins; the root's own key without a solution (an official task's one ``default`` key) can only have
+whole hint sentences added or removed, which keeps its instruction's meaning and its evaluator.
+:func:`rewrite_demos` are the environment model's warm-start rows: the parametric rewriter's first valid
+move for every variant and goal of the seed tasks, as the JSON answer the prompt asks for.
 
 The accept rule is the shared one (``rla_core.algo.adaptation.accept_variant``): ``new_acc > 0`` — which is
 OSWorld's extra "reject when after_acc == 0" — and the goal's band.
@@ -21,9 +32,13 @@ OSWorld's extra "reject when after_acc == 0" — and the goal's band.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
+from rla_core.algo.parsing import parse_last_json_object
+from rla_core.envs.demos import DEMO_COLUMNS
 from rla_core.envs.osworld.tasks import (
     check_task,
     current_key,
@@ -31,8 +46,14 @@ from rla_core.envs.osworld.tasks import (
     hint_count,
     with_variant,
 )
-from rla_core.envs.rewriter import Candidate, Goal, RewriteRequest
+from rla_core.envs.prompts import load_template
+from rla_core.envs.rewriter import Candidate, Goal, ModelRewriter, RewriteRequest
 from rla_core.errors import EnvironmentSpecError
+from rla_core.schemas import validate
+
+if TYPE_CHECKING:
+    from rla_core.config import SamplingConfig
+    from rla_core.models.generator import Generator
 
 
 def _canonical(spec: dict[str, Any]) -> str:
@@ -94,6 +115,11 @@ def check_osworld_candidate(spec: dict[str, Any], request: RewriteRequest) -> st
         return f"the instruction of key {key!r} is not its template followed by the task's own hints"
     if spec["current_task"] == parent["current_task"]:
         return "identical to the parent task"
+    if key != current_key(root) and not spec.get("solutions", {}).get(key):
+        return (
+            f"key {key!r} is not the root task's key {current_key(root)!r} and has no scripted solution to "
+            "check that it still wins: only hints may change on this task"
+        )
     before, after = difficulty(parent), difficulty(spec)
     if (after <= before) if request.goal is Goal.HARDER else (after >= before):
         return f"not {request.goal.value} than the parent: difficulty {before} -> {after}"
@@ -130,3 +156,124 @@ class SolutionCheck:
         if self._env is not None:
             env, self._env = self._env, None
             env.close()
+
+
+def rewrite_prompt(request: RewriteRequest) -> str:
+    """The environment model's prompt: the root's variants and hints, the current task. The k samples of a
+    request share it (the paper samples R times at T = 0.8 from one prompt)."""
+    root = request.root_spec
+    feedback = request.feedback.summaries() if request.feedback is not None else []
+    return load_template("osworld_rewrite").substitute(
+        template=json.dumps(root["task_template"], ensure_ascii=False),
+        hints=json.dumps(root.get("hints", {}), ensure_ascii=False),
+        current_task=json.dumps(request.parent_spec["current_task"], ensure_ascii=False),
+        prev_acc=f"{request.prev_acc:.2f}",
+        feedback=json.dumps(feedback) if feedback else "none",
+        goal_word=request.goal.value.upper(),
+    )
+
+
+def answer(spec: dict[str, Any]) -> str:
+    """The answer the prompt asks for: the task's ``current_task`` as one JSON object."""
+    return json.dumps(spec["current_task"], ensure_ascii=False)
+
+
+def parse_osworld_candidate(text: str, parent: dict[str, Any]) -> Candidate:
+    """The spec's rule: the last JSON object of ``text`` with exactly one key, present in ``task_template``,
+    whose value is a string, becomes ``parent``'s ``current_task``; anything else is an unparsable sample."""
+    parsed = parse_last_json_object(text)
+    if not parsed.valid or parsed.value is None:
+        return Candidate(spec=None, raw=text, reason=f"unparsable: {parsed.reason}")
+    obj = dict(parsed.value)
+    if len(obj) != 1:
+        return Candidate(
+            spec=None, raw=text, reason=f"the answer has {len(obj)} keys; exactly one is allowed"
+        )
+    ((key, value),) = obj.items()
+    if key not in parent["task_template"]:
+        keys = sorted(parent["task_template"])
+        return Candidate(spec=None, raw=text, reason=f"key {key!r} is not in task_template (keys: {keys})")
+    if not isinstance(value, str):
+        return Candidate(spec=None, raw=text, reason=f"the instruction of key {key!r} is not a string")
+    return Candidate(spec={**parent, "current_task": {key: value}}, raw=text)
+
+
+class OsworldLlmRewriter(ModelRewriter):
+    """The environment model rewrites ``current_task`` (module docstring); batched like every model rewriter."""
+
+    def __init__(self, generator: Generator, *, sampling: SamplingConfig) -> None:
+        self.generator = generator
+        self.sampling = sampling
+
+    def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
+        return [rewrite_prompt(request)] * k
+
+    def candidates(self, request: RewriteRequest, texts: list[str]) -> list[Candidate]:
+        return [parse_osworld_candidate(text, request.parent_spec) for text in texts]
+
+
+def with_fallback(
+    proposals: pl.DataFrame, requests: Sequence[RewriteRequest], *, iteration: int
+) -> pl.DataFrame:
+    """``proposals`` plus, for each request none of whose candidates was chosen, one chosen row whose spec
+    is the parent task itself (candidate_idx after the samples, valid, no reason): the paper's fallback, the
+    old ``current_task`` as the temporary task, re-tested the next step and decided by the shared rule."""
+    chosen = set(proposals.filter(pl.col("chosen"))["slot_id"].to_list())
+    rows = []
+    for request in requests:
+        if request.slot_id in chosen:
+            continue
+        own = proposals.filter(pl.col("slot_id") == request.slot_id)
+        rows.append(
+            {
+                "iteration": iteration,
+                "slot_id": request.slot_id,
+                "parent_task_id": request.parent_task_id,
+                "candidate_idx": own.height,
+                "goal": request.goal.value,
+                "prev_acc": request.prev_acc,
+                "critic_feedback": request.feedback.to_json() if request.feedback is not None else None,
+                "spec": json.dumps(request.parent_spec, sort_keys=True, separators=(",", ":")),
+                "valid": True,
+                "invalid_reason": None,
+                "chosen": True,
+            }
+        )
+    if not rows:
+        return proposals
+    # each fallback row after its slot's samples, slots in the order of ``proposals``
+    frame = pl.concat([proposals, pl.DataFrame(rows, schema=proposals.schema)], how="vertical")
+    order = {slot: i for i, slot in enumerate(dict.fromkeys(frame["slot_id"].to_list()))}
+    frame = frame.sort(pl.col("slot_id").replace_strict(order), "candidate_idx")
+    return validate("proposals", frame, where="with_fallback")
+
+
+# The (goal, success rate) pairs the demonstrations show: a rewrite's accuracy is in neither band.
+DEMO_GOALS: tuple[tuple[Goal, float], ...] = ((Goal.HARDER, 1.0), (Goal.HARDER, 0.5), (Goal.EASIER, 0.0))
+
+
+def rewrite_demos(specs: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    """Warm-start rows (prompt, response) of the environment model: for every seed task, every variant
+    (key, hint count) of its template as the current task, and each of :data:`DEMO_GOALS`, the parametric rewriter's first
+    candidate that passes :func:`check_osworld_candidate`, answered as JSON."""
+    rows = []
+    for root in specs:
+        keys = list(root["task_template"])
+        for key in keys:
+            for h in range(len(root.get("hints", {}).get(key, [])) + 1):
+                parent = with_variant(root, key, h)
+                for goal, acc in DEMO_GOALS:
+                    request = RewriteRequest("demo", "demo", parent, root, goal, prev_acc=acc)
+                    spec = next(
+                        (
+                            c.spec
+                            for c in OsworldRewriter().propose(request, k=len(keys) * 2, seed=0)
+                            if c.spec is not None and check_osworld_candidate(c.spec, request) is None
+                        ),
+                        None,
+                    )
+                    if spec is not None:
+                        rows.append(
+                            {"prompt": rewrite_prompt(request), "images": None, "response": answer(spec)}
+                        )
+    return pl.DataFrame(rows, schema=DEMO_COLUMNS)
