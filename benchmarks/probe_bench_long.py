@@ -1,6 +1,6 @@
-"""Properties of the long-horizon `bench-long` preset (docs/bench-design.md §10).
+"""Properties of the long-horizon `bench-long` preset and `bench-reach` candidate (docs/bench-design.md §10, §11).
 
-Two modes, neither of which reads the held-out set:
+Its modes never read a held-out set (the run modes read whatever the runs evaluated on: the validation split):
 
 ``random TASKS --max-steps 8,12,16``
     Success of a uniformly random policy over the admissible commands, per game and pooled, with
@@ -26,6 +26,16 @@ Two modes, neither of which reads the held-out set:
     4. share of iteration-1 task groups with 0 successes out of n. Iteration 1's rollouts are played by the
        warm start itself, so with ``--set rollout.tasks_per_iter=32`` (every training game) this is the warm
        start's 0/8 share on the training games; target >= 0.25.
+
+``reach RUN_DIR [RUN_DIR ...]``
+    The four properties of a long-horizon benchmark within the policy's reach (`bench-reach`, §11), from a run of
+    the oracle arm (``judge.source=oracle``, frozen judge, static tasks) evaluated on the validation split:
+
+    1. validation success of the warm start (the iteration-0 evaluate stage, Wilson interval); target 0.25-0.45;
+    2. mean optimal steps per quest (walkthrough length) of the training and evaluation games; target >= 4;
+    3. share of iteration-1 task groups whose outcomes are all equal (zero advantage under the outcome
+       reward); iteration 1 is played by the warm start; target >= 0.5;
+    4. validation success at every evaluation and its change from iteration 0 to the last; target >= +0.10.
 
 ``band RUN_DIR [RUN_DIR ...]``
     What the policy's accuracy filter (``reward.policy_acc_band``) does to the training rows: for every
@@ -111,15 +121,15 @@ def grid_mode(args: argparse.Namespace) -> None:
                     seed += 1
                     if env.check_winnable(spec) is None:
                         specs.append(spec)
-                cells = []
+                lengths = [len(env.demonstrations(s, seed=0)[0]) for s in specs]
+                cells = [f"walkthrough {sum(lengths) / max(len(lengths), 1):.1f} steps"]
                 for budget in budgets:
                     wins = [
                         random_success(env, s, episodes=args.episodes, max_steps=budget, rng=rng)
                         for s in specs
                     ]
                     n = args.episodes * len(specs)
-                    cells.append(f"{budget} steps {sum(wins) / n:.3f} (0/{args.episodes}: "
-                                 f"{sum(w == 0 for w in wins)}/{len(specs)})")  # fmt: skip
+                    cells.append(f"{budget} steps {sum(wins) / n:.3f} (wins per game {sorted(wins)})")
                 print(
                     f"rooms {world_size} objects {nb_objects} quest {quest_length}: " + "; ".join(cells),
                     flush=True,
@@ -184,6 +194,64 @@ def run_mode(args: argparse.Namespace) -> None:
         if accuracies:
             cells = ", ".join(f"it {i}: {v:.3f}" for i, v in accuracies)
             print(f"3. judge step accuracy {cells}; target 0.55-0.65 at it 1, rise >= 0.05 by it 4")
+
+
+def _eval_success(attempt: Path) -> tuple[int, int, int]:
+    """Wins, clean wins (no invalid answer, which the evaluation's fallback would play) and episodes."""
+    frame = pl.read_parquet(next(attempt.glob("*.parquet")), columns=["outcome", "invalid_actions"])
+    won = frame["outcome"] > 0
+    return int(won.sum()), int((won & (frame["invalid_actions"] == 0)).sum()), frame.height
+
+
+def reach_mode(args: argparse.Namespace) -> None:
+    """The four properties of a long-horizon preset within reach, from one run of the oracle arm."""
+    env = TextWorldEnv(args.game_cache)
+    for run in args.runs:
+        config = json.loads((run / "run.json").read_text())["config"]
+        tasks, eval_tasks = config["textgame"]["tasks"], config["textgame"]["eval_tasks"]
+        print(f"== {run.name} (judge.source={config['judge'].get('source')}; evaluation on {eval_tasks})")
+        lengths = {}
+        for name, path in (("training", tasks), ("evaluation", eval_tasks)):
+            specs = [json.loads(line)["spec"] for line in Path(path).read_text().splitlines() if line.strip()]
+            walks = [len(env.demonstrations(spec, seed=0)[0]) for spec in specs]
+            lengths[name] = f"{sum(walks) / len(walks):.2f} ({len(walks)} games)"
+        points = []
+        for iteration in range(0, 100):
+            evaluate = _latest(run, iteration, "evaluate")
+            if evaluate is not None:
+                points.append((iteration, *_eval_success(evaluate)))
+            elif not (run / f"iter-{iteration:04d}").exists():
+                break
+        if points:
+            _, wins, clean, n = points[0]
+            print(
+                f"1. iteration-0 evaluation success {proportion_text(proportion(wins, n))} (clean "
+                f"{proportion_text(proportion(clean, n))}); target 0.25-0.45"
+            )
+        print(f"2. mean optimal steps (walkthrough length): {'; '.join(f'{k} {v}' for k, v in lengths.items())}; "
+              "target >= 4")  # fmt: skip
+        rollout = _latest(run, 1, "rollout")
+        if rollout is not None:
+            steps = pl.read_parquet(
+                rollout / "rollouts.parquet", columns=["task_id", "rollout_id", "outcome"]
+            )
+            groups = (
+                steps.group_by("task_id", "rollout_id")
+                .agg(pl.col("outcome").first())
+                .group_by("task_id")
+                .agg(wins=(pl.col("outcome") > 0).sum(), distinct=pl.col("outcome").n_unique())
+            )
+            equal = int((groups["distinct"] == 1).sum())
+            print(
+                f"3. iteration-1 groups with all-equal outcomes {equal}/{groups.height} = "
+                f"{equal / groups.height:.2f} (target >= 0.5); wins per group {sorted(groups['wins'].to_list())}"
+            )
+        if len(points) > 1:
+            (_, w0, _, n0), (last, w1, _, n1) = points[0], points[-1]
+            curve = ", ".join(f"it {i}: {w / n:.3f} (clean {c / n:.3f})" for i, w, c, n in points)
+            print(
+                f"4. evaluation success {curve}; change 0 -> {last}: {w1 / n1 - w0 / n0:+.3f} (target >= +0.10)"
+            )
 
 
 def _frame(attempt: Path, name: str) -> pl.DataFrame:
@@ -255,6 +323,10 @@ def main() -> None:
     runs = sub.add_parser("run", help="properties 1-4 from run directories")
     runs.add_argument("runs", type=Path, nargs="+")
     runs.set_defaults(func=run_mode)
+    reach = sub.add_parser("reach", help="the four properties of a preset within reach, from oracle-arm runs")
+    reach.add_argument("runs", type=Path, nargs="+")
+    reach.add_argument("--game-cache", type=Path, default=Path(".cache/games"))
+    reach.set_defaults(func=reach_mode)
     band = sub.add_parser(
         "band", help="training rows under the policy's accuracy filters, from run directories"
     )

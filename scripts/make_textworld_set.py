@@ -2,8 +2,9 @@
 
 ``--distribution bench`` (default): small household games, 1-2 rooms, 3-5 objects, quests of 1-3 steps
 (2-3 when there are two rooms). ``--distribution bench-long`` (docs/bench-design.md §10): quests
-of 3-5 steps (the engine's upper bound is 5) drawn 2:2:1 over 1-3 rooms with 3-4 objects. Specs are drawn
-with a seeded RNG, game seeds run from ``--first-seed`` on, and every game is compiled and checked to be won
+of 3-5 steps (the engine's upper bound is 5) drawn 2:2:1 over 1-3 rooms with 3-4 objects.
+``--distribution bench-reach`` (§11): quests of 4-5 steps drawn 3:1 over 1-3 rooms (one room half the
+time) with 2-4 objects. Specs are drawn with a seeded RNG, game seeds run from ``--first-seed`` on, and every game is compiled and checked to be won
 by its own walkthrough (unwinnable draws are skipped), so the same arguments always write the same file.
 Compiled games land in the game cache for later runs.
 
@@ -44,7 +45,17 @@ def draw_long_spec(rng: random.Random, seed: int) -> dict[str, int]:
     }
 
 
-DISTRIBUTIONS = {"bench": draw_spec, "bench-long": draw_long_spec}
+def draw_reach_spec(rng: random.Random, seed: int) -> dict[str, int]:
+    """One `bench-reach` spec: quest 4-5 steps (3:1), 1-3 rooms (one room half the time), 2-4 objects (docs/bench-design.md §11)."""
+    return {
+        "world_size": rng.choice([1, 1, 2, 3]),
+        "nb_objects": rng.choice([2, 3, 4]),
+        "quest_length": rng.choice([4, 4, 4, 5]),
+        "seed": seed,
+    }
+
+
+DISTRIBUTIONS = {"bench": draw_spec, "bench-long": draw_long_spec, "bench-reach": draw_reach_spec}
 
 
 def main() -> int:
