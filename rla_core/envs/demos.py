@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import polars as pl
 
 from rla_core.envs.prompts import (
+    SHARED_TEMPLATES,
     judge_demo_response,
     listed_actions,
     policy_demo_response,
@@ -334,8 +335,8 @@ def judge_demos(
 def corpus_texts(
     env: Environment, specs: Sequence[dict[str, Any]], *, history_turns: int = 2, seed: int = 0
 ) -> list[str]:
-    """Texts for the tiny tokenizer's BPE: every template, and the demo prompts and responses."""
-    texts = list(template_texts().values())
+    """Texts for the tiny tokenizer's BPE: the shared templates, and the demo prompts and responses."""
+    texts = list(template_texts(SHARED_TEMPLATES).values())
     for frame in (
         policy_demos(env, specs, history_turns=history_turns),
         judge_demos(env, specs, seed=seed, history_turns=history_turns),

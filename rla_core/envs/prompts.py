@@ -29,14 +29,11 @@ from typing import Any
 TEMPLATE_VERSION = 1
 # Files this module reads rather than imports: part of the code version of every stage that uses it.
 CODE_RESOURCES = ("templates/*.txt",)
-TEMPLATE_NAMES: tuple[str, ...] = (
-    "policy",
-    "judge",
-    "failure_summary",
-    "rewrite",
-    "gui_judge",
-    "osworld_rewrite",
-)
+# The templates in every tiny model's tokenizer corpus (their words are tokens in every setting) ...
+SHARED_TEMPLATES: tuple[str, ...] = ("policy", "judge", "failure_summary", "rewrite", "gui_judge")
+# ... and all of them: a setting's own prompt (OSWorld's environment model) enters only that setting's corpus,
+# so adding one never changes another setting's tokenizer, hence its tiny models.
+TEMPLATE_NAMES: tuple[str, ...] = (*SHARED_TEMPLATES, "osworld_rewrite")
 
 
 @cache
@@ -48,9 +45,9 @@ def load_template(name: str) -> Template:
     return Template(text)
 
 
-def template_texts() -> dict[str, str]:
-    """Every template's raw text by name (for hashing and the tokenizer corpus)."""
-    return {name: load_template(name).template for name in TEMPLATE_NAMES}
+def template_texts(names: Sequence[str] = TEMPLATE_NAMES) -> dict[str, str]:
+    """The raw text of the templates ``names`` (default: all) by name (for hashing and the tokenizer corpus)."""
+    return {name: load_template(name).template for name in names}
 
 
 def template_hash() -> str:

@@ -46,7 +46,7 @@ SAME_KERNELS = (ENV["cpu_model"] in _cpu_model()) and (
     torch.backends.cpu.get_cpu_capability(),
     torch.__version__,
 ) == (ENV["cpu_capability"], ENV["torch"])
-OTHER_SETTINGS = ("coding", "gui")  # the fixture run is a text-game run
+OTHER_SETTINGS = ("coding", "gui", "plugin")  # the fixture run is a text-game run
 
 # The one-time slice changes, each a field a stage really reads that its old string list missed, or a
 # section the old list named whole although the stage reads part of it (docs/architecture.md, changelog).
@@ -61,9 +61,10 @@ HIDDEN_READS = {
 }
 NARROWED = {("evaluate", "textgame.tasks")}  # evaluation reads the held-out file only
 # Config keys added after the fixture was made (screenshots in the prompts; environment errors; the
-# oracle judge diagnostic).
+# oracle judge diagnostic; the environment model's warm start).
 NEW_KEYS = {
     "judge.source",
+    "models.environment_warm_start_epochs",
     "models.images.policy",
     "models.images.reward",
     "rollout.env_retries",

@@ -224,7 +224,11 @@ def test_reports_render_in_chromium_with_every_figure_holding_its_data(
     assert all(c <= e for c, e in zip(by_meta["eval_clean"]["y"], by_meta["eval"]["y"], strict=True))
     assert by_meta["train"]["x"] == [1]
     assert sum(1 for t in figures["learning"] if t["meta"] == "band") == 2  # Wilson band edges
-    assert {t["name"] for t in figures["reward_model"]} == {"step accuracy", "outcome agreement"}
+    judge_lines = {t["name"] for t in figures["reward_model"]}
+    # balanced accuracy is drawn only for iterations whose judged steps hold both classes
+    assert {"step accuracy (raw)", "share of steps called good", "outcome agreement"} <= judge_lines
+    assert judge_lines <= {"step accuracy (raw)", "step balanced accuracy", "share of steps called good",
+                           "outcome agreement"}  # fmt: skip
     health = {t["name"] for t in figures["update_health"]}
     assert {"policy kl", "policy clip_fraction", "policy rows_used", "reward_model kl"} <= health
     assert {t["name"] for t in figures["task_pool"]} >= {"active", "pending", "accepted", "rejected"}
@@ -300,6 +304,11 @@ def test_arms_set_exactly_their_ablation_switches() -> None:
         "reward": (True, True, True, False, 7),
         "full": (True, True, True, True, 7),
         "stepwise-only": (False, True, True, False, 7),
+        "oracle-stepwise": (True, True, False, False, 7),  # the policy arm with the engine's labels as votes
+    }
+    assert arm_config(base, "oracle-stepwise", 7).judge.source.value == "oracle"
+    assert {arm_config(base, a, 7).judge.source.value for a in ARMS if a != "oracle-stepwise"} == {
+        "reward_model"
     }
 
 
@@ -383,7 +392,8 @@ def test_summary_tables_are_rendered_cell_for_cell(tmp_path: Path) -> None:
         "end": "0.230 [0.205, 0.255]",  # 0.22, 0.23, 0.24: s = 0.01, half = 4.302653 · 0.01 / √3 = 0.0248
         "Δ": "0.030 [0.005, 0.055]",
         "learns": "yes",
-        "RM step acc": "0.50 [0.50, 0.50] → 0.70 [0.70, 0.70]",
+        "RM step acc (raw)": "0.50 [0.50, 0.50] → 0.70 [0.70, 0.70]",
+        "RM step balanced acc": "– → –",  # the hand-made frame records no balanced accuracy
         "RM outcome agr.": "– → –",
         "accepted rewrites": "3.0 [3.0, 3.0]",
         "wall min/run": "5.0",  # 300 s of the one run with a wall time
