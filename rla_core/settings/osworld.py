@@ -138,7 +138,7 @@ class OsworldSetting:
         from rla_core.envs.demos import DEMO_COLUMNS, DemoStep, judge_row, play_demo, policy_row
         from rla_core.envs.osworld.rewriter import rewrite_demos
         from rla_core.envs.osworld.tasks import task_key
-        from rla_core.envs.prompts import SHARED_TEMPLATES, template_texts
+        from rla_core.envs.prompts import template_texts
         from rla_core.envs.rollout import derive_seed
 
         section = need(inputs.gui, Setting.GUI)
@@ -191,7 +191,7 @@ class OsworldSetting:
         rewrites = rewrite_demos(specs) if inputs.models.environment is not None else None
         texts = [policy, judge, *([rewrites] if rewrites is not None else [])]
         corpus = [
-            *template_texts((*SHARED_TEMPLATES, "osworld_rewrite")).values(),
+            *template_texts().values(),  # the shared templates and OSWorld's own rewrite prompt
             *(t for rows in texts for c in ("prompt", "response") for t in rows[c]),
         ]
         return WarmStartData(corpus=corpus, policy_rows=policy, reward_rows=judge, environment_rows=rewrites)

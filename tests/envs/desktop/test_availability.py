@@ -178,7 +178,7 @@ def test_what_the_desktop_has_is_no_reason() -> None:
         _task(getter="gsettings get org.gnome.desktop.interface text-scaling-factor"),  # dconf, not the shell
         _task(getter="which sh"),  # installed
         _task(instruction="Could you help me install the unpacked extension at /to/path in Chrome?"),  # local
-        _task(config=[_execute("killall gnome-terminal-server")]),  # not the program gnome-terminal
+        _task(config=[_execute("gnome-terminal-server --version")]),  # not the program gnome-terminal
         _task(post=[_execute("mkdir -p ~/Desktop/service")]),  # a path, not the command
     ):
         assert availability.unavailable_reasons(task) == []
