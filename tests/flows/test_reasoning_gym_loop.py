@@ -11,21 +11,14 @@ import polars as pl
 import pytest
 from rla_reasoning_gym import attributes
 
-from rla_core.store import ArtifactStore
-from tests.flows.conftest import ITERATION, FlowEnv, planned
+from tests.flows.conftest import FlowEnv, run_preset_two_iterations
 
 
 @pytest.mark.slow  # 50-165 s here (2 iterations, tiny models); the plug-in's unit tests run by default
 def test_the_reasoning_gym_preset_runs_two_iterations_with_a_chosen_rewrite_in_its_declared_ranges(
     flow_env: FlowEnv,
 ) -> None:
-    root = flow_env.base / "runs-rg"
-    flow_env.rla("run", "--preset", "reasoning-gym", *flow_env.settings(root), "--run-id", "rg", timeout=1200)
-    store = ArtifactStore(str(root))
-    done = set(store.committed("rg"))
-    assert done == planned(store, "rg")
-    for it in (1, 2):
-        assert {s for i, s in done if i == it} == set(ITERATION)
+    store = run_preset_two_iterations(flow_env, "reasoning-gym", "rg", timeout=1200)
     rollouts = store.read_frame("rg", 1, "rollout", "rollouts")
     assert set(rollouts["slot_id"]) == {"chain_sum-0", "chain_sum-1"}
     assert set(rollouts["status"]) <= {"won", "lost"}

@@ -12,20 +12,13 @@ import polars as pl
 import pytest
 from rla_textarena import registered
 
-from rla_core.store import ArtifactStore
-from tests.flows.conftest import ITERATION, FlowEnv, planned
+from tests.flows.conftest import FlowEnv, run_preset_two_iterations
 
 
 @pytest.mark.slow  # ~3 min here (a 15-move game, 2 iterations); the plug-in's unit tests run by default
 @pytest.mark.timeout(1800)
 def test_the_textarena_preset_runs_two_iterations_with_a_chosen_registered_variant(flow_env: FlowEnv) -> None:
-    root = flow_env.base / "runs-ta"
-    flow_env.rla("run", "--preset", "textarena", *flow_env.settings(root), "--run-id", "ta", timeout=1500)
-    store = ArtifactStore(str(root))
-    done = set(store.committed("ta"))
-    assert done == planned(store, "ta")
-    for it in (1, 2):
-        assert {s for i, s in done if i == it} == set(ITERATION)
+    store = run_preset_two_iterations(flow_env, "textarena", "ta", timeout=1500)
     rollouts = store.read_frame("ta", 1, "rollout", "rollouts")
     assert set(rollouts["slot_id"]) == {"TowerOfHanoi-0", "TowerOfHanoi-1"}
     assert set(rollouts["status"]) <= {"won", "lost"}
