@@ -32,13 +32,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from rla_core.cluster.ray_session import ShardRequest
 from rla_core.config import ClusterBackend, ClusterConfig, Setting
-from rla_core.models.multimodal import ImagePrompt, Prompt, format_prompt_with
+from rla_core.models.multimodal import ChatPrompts, Prompt
 from rla_core.schemas import validate
 from rla_core.settings import adapter_for, engine_of
 
@@ -157,7 +157,7 @@ def stage_generator(generator: GeneratorSpec, cluster: ClusterConfig) -> Iterato
         yield ShardedGenerator(generator, cluster)
 
 
-class ShardedGenerator:
+class ShardedGenerator(ChatPrompts):
     """A :class:`~rla_core.models.generator.Generator` whose ``generate`` samples on Ray actors.
 
     The prompts are cut into ``cluster.replicas_for(role)`` contiguous shards (:func:`~rla_core.cluster.shards.split_even`);
@@ -182,6 +182,7 @@ class ShardedGenerator:
         self.spec = spec
         self.cluster = cluster
         self._chat: Callable[[str], str] | None = None
+        self._chat_on = spec.models.serving.chat_template  # an image prompt's markup as in an actor
         self._vision: VisionProcessor | None = None  # loaded on the first image prompt
         if spec.models.serving.chat_template:  # as both generator backends do (chat_template on)
             from transformers import AutoTokenizer
@@ -189,16 +190,6 @@ class ShardedGenerator:
             from rla_core.models.generator import chat_formatter
 
             self._chat = chat_formatter(AutoTokenizer.from_pretrained(spec.checkpoint))
-
-    @overload
-    def format_prompt(self, prompt: str) -> str: ...
-    @overload
-    def format_prompt(self, prompt: ImagePrompt) -> ImagePrompt: ...
-    def format_prompt(self, prompt: Prompt) -> Prompt:
-        """``prompt`` in the model's chat markup when that is switched on and available, else unchanged;
-        an image prompt gets its image slots as the generator in an actor would place them."""
-        chat_on = self.spec.models.serving.chat_template
-        return format_prompt_with(prompt, chat=self._chat, chat_on=chat_on, vision=self._vision_processor)
 
     def _vision_processor(self) -> VisionProcessor:
         if self._vision is None:  # loaded on the first image prompt

@@ -277,3 +277,15 @@ class ProcessGroup:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def machine_slots(mib_each: int) -> int:
+    """How many helpers of ``mib_each`` MiB the machine holds: min(CPU cores, available memory / ``mib_each``),
+    at least 1 (the default size of the browser and desktop pools). Without ``/proc/meminfo`` the cores decide."""
+    cores = os.cpu_count() or 1
+    avail_mib = cores * mib_each
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail_mib = int(line.split()[1]) // 1024
+    return max(1, min(cores, avail_mib // mib_each))

@@ -133,3 +133,16 @@ def test_a_reused_pid_is_left_alone() -> None:
         assert proc.poll() is None
         assert procs.kill_process(proc.pid, started=procs.start_time(proc.pid)) is True
         assert proc.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_machine_slots_is_the_smaller_of_cores_and_memory_at_least_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    meminfo = {"text": "MemTotal: 8000000 kB\nMemAvailable: 1228800 kB\n"}  # 1200 MiB available
+    monkeypatch.setattr(procs.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(procs.Path, "read_text", lambda self, *a, **k: meminfo["text"])
+    assert procs.machine_slots(300) == 4  # 1200 // 300 = 4 < 8 cores
+    assert procs.machine_slots(100) == 8  # 12 by memory, 8 cores
+    assert procs.machine_slots(2000) == 1  # 0 by memory: at least one
+    meminfo["text"] = "MemTotal: 8000000 kB\n"  # no MemAvailable line: the cores decide
+    assert procs.machine_slots(300) == 8

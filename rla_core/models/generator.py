@@ -55,11 +55,11 @@ from rla_core.config import Backend, InferenceDtype, ModelsConfig, SamplingConfi
 from rla_core.errors import ConfigError, ModelError
 from rla_core.models.bootstrap import resolve_device, validate_checkpoint
 from rla_core.models.multimodal import (
+    ChatPrompts,
     ImagePrompt,
     Prompt,
     VisionProcessor,
     chat_content,
-    format_prompt_with,
     is_vision_language,
     load_vl_model,
     prompt_images,
@@ -299,7 +299,7 @@ def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
     return text[: min(hits)], True
 
 
-class TransformersGenerator:
+class TransformersGenerator(ChatPrompts):
     """Batched Hugging Face generation (left padding, micro-batches of ``batch_size`` sequences).
 
     Prompts are expanded ``n`` times and generated in micro-batches; a stopping criterion ends a sequence
@@ -388,17 +388,6 @@ class TransformersGenerator:
                 flat.extend(self._generate_batch([p for p, _ in chunk], [s for _, s in chunk], sampling))
                 counter.advance(len(chunk))
         return [flat[i * n : (i + 1) * n] for i in range(len(prompts))]
-
-    @overload
-    def format_prompt(self, prompt: str) -> str: ...
-    @overload
-    def format_prompt(self, prompt: ImagePrompt) -> ImagePrompt: ...
-    def format_prompt(self, prompt: Prompt) -> Prompt:
-        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
-        an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
-        return format_prompt_with(
-            prompt, chat=self._chat, chat_on=self._chat_on, vision=self._vision_processor
-        )
 
     def _vision_processor(self) -> VisionProcessor:
         if self._vision is None:
@@ -585,7 +574,7 @@ class _StopCriterion:
         return [None if n < 0 else int(n) for n in self._finished_at.tolist()]
 
 
-class VllmServerGenerator:
+class VllmServerGenerator(ChatPrompts):
     """Generation through an OpenAI-compatible vLLM server (``/v1/completions``), requests in parallel.
 
     The constructor checks ``/models``: the server must serve ``model`` (else :class:`ModelError` naming
@@ -643,17 +632,6 @@ class VllmServerGenerator:
         if self._client is None:
             raise ModelError("this VllmServerGenerator is closed: open a new one with GeneratorSpec.open()")
         return self._client
-
-    @overload
-    def format_prompt(self, prompt: str) -> str: ...
-    @overload
-    def format_prompt(self, prompt: ImagePrompt) -> ImagePrompt: ...
-    def format_prompt(self, prompt: Prompt) -> Prompt:
-        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
-        an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
-        return format_prompt_with(
-            prompt, chat=self._chat, chat_on=self._chat_on, vision=self._vision_processor
-        )
 
     def _vision_processor(self) -> VisionProcessor:
         if self._vision is None:

@@ -39,7 +39,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from rla_core.errors import ModelError
 
@@ -118,6 +118,29 @@ def format_prompt_with(
     if isinstance(prompt, ImagePrompt):
         return vision().format(prompt, chat=chat_on)
     return chat(prompt) if chat is not None else prompt
+
+
+class ChatPrompts:
+    """``format_prompt``, written once for every generator: a subclass sets ``_chat`` (the chat formatter,
+    None when it is off or the tokenizer has none) and ``_chat_on``, and says in :meth:`_vision_processor`
+    how it gets a vision processor for an image prompt (or why it cannot)."""
+
+    _chat: Callable[[str], str] | None
+    _chat_on: bool
+
+    def _vision_processor(self) -> VisionProcessor:
+        raise NotImplementedError
+
+    @overload
+    def format_prompt(self, prompt: str) -> str: ...
+    @overload
+    def format_prompt(self, prompt: ImagePrompt) -> ImagePrompt: ...
+    def format_prompt(self, prompt: Prompt) -> Prompt:
+        """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
+        an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
+        return format_prompt_with(
+            prompt, chat=self._chat, chat_on=self._chat_on, vision=self._vision_processor
+        )
 
 
 def is_vision_language(model_dir: Path) -> bool:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,14 +33,8 @@ MIB_PER_DESKTOP = 300  # measured ~180-200 MiB for an idle desktop; headroom for
 
 
 def default_pool_size() -> int:
-    """Desktops the machine can hold: min(CPU cores, available memory / 300 MiB), at least 1."""
-    cores = os.cpu_count() or 1
-    avail_mib = cores * MIB_PER_DESKTOP
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                avail_mib = int(line.split()[1]) // 1024
-    return max(1, min(cores, avail_mib // MIB_PER_DESKTOP))
+    """Desktops the machine can hold (:func:`rla_core.procs.machine_slots` of MIB_PER_DESKTOP)."""
+    return procs.machine_slots(MIB_PER_DESKTOP)
 
 
 class DesktopPool:

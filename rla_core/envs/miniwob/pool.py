@@ -51,14 +51,8 @@ POOL_FLAGS: tuple[str, ...] = ("--window-size=500,400",)  # on top of rla_core.e
 
 
 def default_pool_size() -> int:
-    """Browsers the machine can hold: min(CPU cores, available memory / 400 MiB), at least 1."""
-    cores = os.cpu_count() or 1
-    avail_mib = cores * MIB_PER_BROWSER
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                avail_mib = int(line.split()[1]) // 1024
-    return max(1, min(cores, avail_mib // MIB_PER_BROWSER))
+    """Browsers the machine can hold (:func:`rla_core.procs.machine_slots` of MIB_PER_BROWSER)."""
+    return procs.machine_slots(MIB_PER_BROWSER)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -39,13 +39,7 @@ import polars as pl
 
 from rla_core.algo.parsing import parse_last_json_object
 from rla_core.envs.demos import DEMO_COLUMNS
-from rla_core.envs.osworld.tasks import (
-    check_task,
-    current_key,
-    difficulty,
-    hint_count,
-    with_variant,
-)
+from rla_core.envs.osworld.tasks import check_task, current_key, difficulty, hint_count, with_variant
 from rla_core.envs.prompts import load_template
 from rla_core.envs.rewriter import Candidate, Goal, ModelRewriter, RewriteRequest
 from rla_core.errors import EnvironmentSpecError
