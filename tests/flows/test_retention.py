@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 
 from flows.runs import load_run_config
-from rla_core.config import build_config
+from rla_core.config import build_config, load_config
 from rla_core.store import ArtifactStore
 from rla_core.store.artifacts import INVALIDATED_NAME, PRUNED_NAME
+from tasks.retention import prune_checkpoints
+from tasks.stage import RunContext
 from tests.flows.conftest import FlowEnv, invoke_cli
 
 
@@ -95,14 +97,47 @@ def test_keep_last_prunes_resumes_and_refuses_the_pruned_iteration(
     assert not export.exists()
     assert _files(root / rid) == before and not list(root.rglob(INVALIDATED_NAME))
 
-    # Inside the kept window: iteration 3's policy update re-runs from iteration 2's policy.
+    # Inside the kept window: iteration 3's reward update re-runs from iteration 2's reward model. (In this
+    # preset an update can leave the model unchanged, so iteration 2's files, kept, may equal iteration 1's,
+    # pruned, content key and all: what is refused is reading a pruned stage, never a content key.)
     step = time.monotonic()
-    flow_env.rla("resume", rid, "--from-stage", "train_policy", "--iteration", "3", "--root", str(root))
-    redone = store.manifest(rid, 3, "train_policy")
+    flow_env.rla("resume", rid, "--from-stage", "train_reward", "--iteration", "3", "--root", str(root))
+    redone = store.manifest(rid, 3, "train_reward")
     assert redone is not None and redone.attempt == 2
-    print(f"--from-stage train_policy: {time.monotonic() - step:.1f}s")
+    print(f"--from-stage train_reward: {time.monotonic() - step:.1f}s")
 
     code, output = invoke_cli(["status", rid, "--root", str(root)], tmp_path)
     status = " ".join(output.split())
     assert code == 0 and "bytes per iteration" in status and "storage.keep_last=1" in status, output
     print(f"retention flow test: {time.monotonic() - started:.1f}s")
+
+
+def test_prune_checkpoints_keeps_the_window_the_warm_start_and_every_frame(tmp_path: Path) -> None:
+    """The task on a temporary store: four iterations of checkpoint stages, keep_last=1 after iteration 3."""
+    root = tmp_path / "runs"
+    cfg = load_config(overrides=[f"artifact_root={root}", "storage.keep_last=1"])
+    run = RunContext(run_id="r", config=cfg)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "model.bin").write_bytes(b"w" * 10)
+    for it, stage in ((0, "bootstrap"), (1, "train_policy"), (2, "train_policy"), (3, "train_policy")):
+        with run.store.begin("r", it, stage) as writer:
+            writer.put_dir(ckpt, "policy")
+            writer.write_file("note.txt", b"kept")
+            writer.commit(f"k{it}", inputs={})
+    said: list[str] = []
+    # After iteration 2 nothing goes (1 is what 2 started from); after 3, iteration 1's checkpoint.
+    assert prune_checkpoints(run, 2, log=said.append) == []
+    pruned = prune_checkpoints(run, 3, log=said.append)
+    assert [(p.iteration, p.stage, p.dirs, p.bytes) for p in pruned] == [(1, "train_policy", ("policy",), 10)]
+    assert said == ["retention (storage.keep_last=1, storage.keep_every=null) after iteration 3: pruned "
+                    "1/train_policy (policy)"]  # fmt: skip
+    assert prune_checkpoints(run, 3, log=said.append) == []  # idempotent
+    for it, stage in ((0, "bootstrap"), (1, "train_policy"), (2, "train_policy"), (3, "train_policy")):
+        manifest = run.store.manifest("r", it, stage)
+        assert manifest is not None and run.store.problems(manifest) == []
+        assert run.store.read_file("r", it, stage, "note.txt") == b"kept"
+        assert (run.store.pruned(manifest) is not None) == (it == 1)
+    # The default keeps everything.
+    keep_all = RunContext(run_id="r", config=load_config(overrides=[f"artifact_root={root}"]))
+    assert prune_checkpoints(keep_all, 50) == []
