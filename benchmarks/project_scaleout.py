@@ -28,9 +28,13 @@ shards in parallel:
 * t_start = vLLM start + actor start + merge. Label, adapt and the two updates are not projected (no GPU
   measurement of them here).
 
+The weak-scaling view (``--weak``) is the same model on the workload users actually run on N nodes: each
+node plays the one-node episodes, so N × E episodes (and N × the judgments) per iteration on N × W shards;
+the held-out evaluation keeps its size (:func:`weak`).
+
 Run: ``.venv/bin/python benchmarks/project_scaleout.py`` (prints the table of docs/gpus-and-scale.md; no
-Ray, no GPU; < 2 s). ``tests/infra/test_project_scaleout.py`` checks the formula by hand and that the page
-shows this output.
+Ray, no GPU; < 2 s); ``--weak`` prints the weak-scaling table beside it. ``tests/infra/test_project_scaleout.py``
+checks the formula by hand and that the page shows both outputs.
 """
 
 from __future__ import annotations
@@ -187,11 +191,49 @@ def table(nodes: tuple[int, ...] = (1, 8)) -> str:
     return "\n".join(lines)
 
 
+def weak(work: Workload, nodes: int) -> Workload:
+    """The weak-scaling workload of ``nodes`` nodes: each plays the one-node episodes (N × E per iteration,
+    and with them N × the judgments); the held-out evaluation is one fixed set, so it keeps its size."""
+    return replace(work, episodes=work.episodes * nodes)
+
+
+def weak_table(nodes: tuple[int, ...] = (1, 8)) -> str:
+    """The weak-scaling table of docs/gpus-and-scale.md: minutes per stage when N nodes play N × E episodes,
+    and the episodes per hour that buys (same model, rates and assumptions as :func:`table`)."""
+    one = workload(load_config(None, preset=PRESET))
+    rates = measured_rates(json.loads(SCALEOUT.read_text()), json.loads(INPUTS.read_text()))
+    gpus = gpus_per_node()
+    runs = {n: project(weak(one, n), rates, n * gpus) for n in nodes}
+    head = "| stage (projected, minutes per iteration) | " + " | ".join(
+        f"{n} node{'s' if n > 1 else ''} ({n * gpus} shards, E={weak(one, n).episodes})" for n in nodes
+    )
+    lines = [head + " |", "|---|" + "---:|" * len(nodes)]
+    for stage in ("rollout", "judge", "evaluate", "total"):
+        label = {"evaluate": f"evaluate (every {one.eval_every}th iteration, amortised)"}.get(stage, stage)
+        cells = " | ".join(f"{runs[n][stage] / 60:.1f}" for n in nodes)
+        lines.append(f"| {'**total projected**' if stage == 'total' else label} | {cells} |")
+    heavy = replace(rates, cpu_step_s=component_step_s(json.loads(INPUTS.read_text()), one.steps))
+    cells = " | ".join(f"{project(weak(one, n), heavy, n * gpus)['total'] / 60:.1f}" for n in nodes)
+    lines.append(
+        f"| total with c_step = {heavy.cpu_step_s * 1000:.0f} ms (the component costs under load) | {cells} |"
+    )
+    per_hour = {n: weak(one, n).episodes * 3600 / runs[n]["total"] for n in nodes}
+    lines.append("| rollout episodes per hour | " + " | ".join(f"{per_hour[n]:,.0f}" for n in nodes) + " |")
+    first = nodes[0]
+    lines.append(
+        f"| throughput vs {first} node{'s' if first > 1 else ''} | "
+        + " | ".join(f"{per_hour[n] / per_hour[first]:.1f}×" for n in nodes)
+        + " |"
+    )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--weak", action="store_true", help="N nodes play N × the episodes (weak scaling)")
     args = parser.parse_args()
-    print(table(tuple(args.nodes)))
+    print(weak_table(tuple(args.nodes)) if args.weak else table(tuple(args.nodes)))
 
 
 if __name__ == "__main__":

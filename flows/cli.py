@@ -179,6 +179,13 @@ def resume(
                 )
                 return
         if from_stage is not None and iteration is not None:
+            from flows.retention import require_kept_inputs
+            from flows.runs import from_stage_targets
+
+            # Before anything is marked: a forced stage that would read a pruned checkpoint is refused.
+            targets = from_stage_targets(store, run_id, cfg=cfg, iteration=iteration, stage=from_stage)
+            doing = f"rla resume {run_id} --from-stage {from_stage} --iteration {iteration}"
+            require_kept_inputs(store, cfg, run_id, rerun=targets, doing=doing)
             with store.lock(run_id):
                 marked = invalidate_from(store, run_id, cfg=cfg, iteration=iteration, stage=from_stage)
             console.print(
@@ -200,6 +207,7 @@ def status(
     """Runs; or one run's stages in pipeline order with headline metrics, the running stage and its progress."""
 
     def body() -> None:
+        from flows.retention import bytes_table
         from flows.runs import require_run
         from flows.status import run_table, runs_table, where_looked
 
@@ -213,7 +221,9 @@ def status(
         header, table = run_table(store, run_id, full=full)
         out.print(header, highlight=False, soft_wrap=True)
         # Never cut a stage name or a number to fit a narrow (or unknown: a pipe) terminal.
-        Console(width=max(out.width, 130 if not full else 170), file=out.file).print(table)
+        wide = Console(width=max(out.width, 130 if not full else 170), file=out.file)
+        wide.print(table)
+        wide.print(bytes_table(store, run_id))
 
     _guard(body)
 
@@ -361,9 +371,12 @@ def export(
         from flows.model_card import Exported, model_card
         from rla_core.stage_inputs import Role
 
+        doing = f"rla export {run_id}" + (f" --iteration {iteration}" if iteration is not None else "")
+        # Both checkpoints are found (a pruned one refused) before either is copied.
+        found = {role: latest_checkpoint_stage(store, run_id, role, iteration, doing=doing)
+                 for role in (Role.POLICY, Role.REWARD)}  # fmt: skip
         exported = []
-        for role in (Role.POLICY, Role.REWARD):
-            it, stage = latest_checkpoint_stage(store, run_id, role, iteration)
+        for role, (it, stage) in found.items():
             target = to / role
             if target.exists() and any(target.iterdir()):
                 from rla_core.errors import ArtifactError

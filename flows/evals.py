@@ -121,7 +121,15 @@ def evaluate_run(
         inputs = inputs.model_copy(
             update={"coding": inputs.coding.model_copy(update={"eval_format": tasks_format})}
         )
-    it, stage = latest_checkpoint_stage(store, run_id, Role.POLICY, checkpoint)
+    doing = f"rla eval {run_id}" + (f" --checkpoint {checkpoint}" if checkpoint is not None else "")
+    it, stage = latest_checkpoint_stage(store, run_id, Role.POLICY, checkpoint, doing=doing)
+    # Coding: the same iteration's reward model writes the unit tests (found before playing, so a pruned
+    # one fails at once).
+    reward = (
+        latest_checkpoint_stage(store, run_id, Role.REWARD, it, doing=doing)
+        if cfg.setting is Setting.CODING
+        else None
+    )
     stage_seed = eval_seed(cfg.seed)
     used = stage_seed if seed is None else seed
     torch.set_num_threads(inputs.threads)  # as the stages do: thread count can change float sums
@@ -129,8 +137,8 @@ def evaluate_run(
         played = play_checkpoint(inputs, policy_dir, tasks_file=tasks_file, iteration=it, seed=used)
     frame = eval_rows(played.frames["rollouts"], iteration=it)
     metrics = eval_metrics(frame)
-    if cfg.setting is Setting.CODING:  # the reward model of the same iteration writes the unit tests
-        rm_it, rm_stage = latest_checkpoint_stage(store, run_id, Role.REWARD, it)
+    if reward is not None:
+        rm_it, rm_stage = reward
         with policy_checkpoint(store, run_id, rm_it, rm_stage, Role.REWARD) as reward_dir:
             spec = GeneratorSpec(reward_dir, inputs.models, threads=inputs.threads, role=Role.REWARD)
             metrics |= evaluate_unit_tests(inputs, played, spec, iteration=it, seed=used)[1]

@@ -8,6 +8,8 @@ One iteration is one RL step (spec §1):
              → train_policy → train_reward → evaluate (every k iterations and after the last)
 
 Iteration 0 seeds the task registry, bootstraps the models and evaluates the warm-started policy.
+After each iteration, checkpoints outside ``storage.keep_last`` are deleted (off by default;
+docs/operations.md#checkpoint-retention).
 
 Ablation switches (paper Table 1 rows, Fig. 1): ``reward.use_outcome`` / ``reward.use_stepwise``
 (in the label stage), ``training.reward.enabled=false`` (frozen reward model) and
@@ -30,6 +32,7 @@ from tasks.evaluate import evaluate
 from tasks.execute import execute
 from tasks.judge import judge
 from tasks.label import label
+from tasks.retention import prune_checkpoints
 from tasks.rollout import rollout
 from tasks.seed_tasks import seed_tasks
 from tasks.stage import PlannedStage, RunContext, StageRef, planning, prefect_flow
@@ -103,6 +106,8 @@ def training_loop(run: RunContext) -> LoopState:
     state = LoopState(policy=models, reward_model=models, tasks=tasks, models=models)
     for iteration in range(1, run.config.iterations + 1):
         state = iteration_flow(run, iteration, state)
+        # Retention: once an iteration has committed, delete the checkpoints storage.keep_last no longer keeps.
+        prune_checkpoints(run, iteration)
     return state
 
 

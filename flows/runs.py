@@ -82,14 +82,15 @@ def config_diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> l
 
 def check_config_change(run_id: str, old: dict[str, Any], new: RunConfig, *, reconfigure: bool) -> None:
     """Refuse config changes that would corrupt a run; require --reconfigure for the others."""
-    # Where metrics go, how many iterations to run and speed-only keys (where work runs) change no artifact.
+    # Where metrics go, how many iterations to run, checkpoint retention and speed-only keys (where work
+    # runs) change no artifact.
     # The stored config is read through today's schema first, so fields added since (with their
     # defaults) do not count as changes.
     before = build_config(upgrade_stored_config(old)).model_dump(mode="json")
     changed = [
         k
         for k in config_diff(before, new.model_dump(mode="json"))
-        if k != "iterations" and not k.startswith("tracking.") and not speed_only(k)
+        if k != "iterations" and not k.startswith(("tracking.", "storage.")) and not speed_only(k)
     ]
     if not changed:
         return
@@ -138,9 +139,20 @@ def invalidate_from(
 ) -> list[str]:
     """Force ``stage`` of ``iteration`` and everything downstream of it to re-run (new attempts).
 
-    Downstream is the flow's own order (:func:`flows.loop.stage_order`): the rest of that iteration,
-    then every later iteration on disk.
+    Downstream is :func:`from_stage_targets`; returns ``iteration/stage`` of each attempt marked.
     """
+    marked: list[str] = []
+    for it, name in from_stage_targets(store, run_id, cfg=cfg, iteration=iteration, stage=stage):
+        if store.invalidate(run_id, it, name) is not None:
+            marked.append(f"{it}/{name}")
+    return marked
+
+
+def from_stage_targets(
+    store: ArtifactStore, run_id: str, *, cfg: RunConfig, iteration: int, stage: str
+) -> list[tuple[int, StageName]]:
+    """``stage`` of ``iteration`` and everything downstream of it, in the flow's own order
+    (:func:`flows.loop.stage_order`): the rest of that iteration, then every later iteration on disk."""
     from flows.loop import iteration_stages
 
     order = _stage_order(cfg, run_id)
@@ -151,15 +163,13 @@ def invalidate_from(
         raise ConfigError(
             f"unknown stage '{stage}' for the {cfg.setting} setting; choose one of: {', '.join(first)}"
         )
-    marked: list[str] = []
+    targets: list[tuple[int, StageName]] = []
     for it in sorted({iteration, *store.list_iterations(run_id)}):
         if it < iteration:
             continue
         names = first[first.index(StageName(stage)) :] if it == iteration else _iteration_order(order, it)
-        for name in names:
-            if store.invalidate(run_id, it, name) is not None:
-                marked.append(f"{it}/{name}")
-    return marked
+        targets.extend((it, name) for name in names)
+    return targets
 
 
 def _in_flow_order(store: ArtifactStore, run_id: str, iteration: int, stages: list[str]) -> list[str]:
@@ -180,15 +190,22 @@ def find_frame(store: ArtifactStore, run_id: str, iteration: int, name: str) -> 
 
 
 def latest_checkpoint_stage(
-    store: ArtifactStore, run_id: str, role: Role, iteration: int | None
+    store: ArtifactStore, run_id: str, role: Role, iteration: int | None, *, doing: str
 ) -> tuple[int, str]:
     """(iteration, stage) of the newest committed checkpoint of ``role``: the last stage, in flow order,
-    of the latest iteration (at or before ``iteration``) whose attempt in use holds that checkpoint."""
+    of the latest iteration (at or before ``iteration``) whose attempt in use holds that checkpoint.
+
+    A checkpoint deleted by retention is a CheckpointPrunedError saying what ``doing`` needed (never a
+    silent fall back to an older one)."""
+    from flows.retention import require_kept_checkpoint
+
     candidates = [it for it in store.list_iterations(run_id) if iteration is None or it <= iteration]
     for it in sorted(candidates, reverse=True):
         holding = [stage for (_, stage), m in store.committed(run_id, it).items() if _holds_dir(m, role)]
         if holding:
-            return it, _in_flow_order(store, run_id, it, holding)[-1]
+            stage = _in_flow_order(store, run_id, it, holding)[-1]
+            require_kept_checkpoint(store, run_id, it, stage, role, doing=doing)
+            return it, stage
     raise ConfigError(
         f"run '{run_id}' has no committed {role} checkpoint"
         + (f" at or before iteration {iteration}" if iteration else "")
@@ -250,6 +267,9 @@ def execute_run(
     if existing:
         info = store.read_run_info(run_id)
         check_config_change(run_id, info.config, cfg, reconfigure=reconfigure)
+        from flows.retention import require_kept_inputs
+
+        require_kept_inputs(store, cfg, run_id, doing=f"continuing run '{run_id}'")
     with store.lock(run_id):
         store.write_run_info(
             run_id,

@@ -804,6 +804,35 @@ class TrackingConfig(_Section):
     experiment: str = Field("rlanything", description="MLflow experiment name.")
 
 
+class StorageConfig(_Section):
+    """Checkpoint retention (operations.md, "Checkpoint retention"): iteration 0 is never pruned."""
+
+    # No stage reads it (it is in no stage slice), so changing it re-runs nothing.
+
+    keep_last: int | None = Field(
+        None,
+        description="Keep the checkpoints of the last k iterations (any of their stages can re-run) and the "
+        "ones the earliest of them started from; older ones are deleted after each iteration. null: keep all.",
+    )
+    keep_every: int | None = Field(None, description="Also keep iterations n, 2n, …; needs keep_last.")
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Self:
+        for key, value in (("keep_last", self.keep_last), ("keep_every", self.keep_every)):
+            if value is not None and value < 1:
+                raise ValueError(f"storage.{key}={value}: must be at least 1; null keeps every checkpoint")
+        if self.keep_every is not None and self.keep_last is None:
+            raise ValueError(
+                f"storage.keep_every={self.keep_every} thins what keep_last prunes, and keep_last is null (keep "
+                "everything): set storage.keep_last too, or leave keep_every null"
+            )
+        return self
+
+    def describe(self) -> str:
+        """``storage.keep_last=2, storage.keep_every=5``: the setting as an error message names it."""
+        return ", ".join(f"storage.{k}={'null' if v is None else v}" for k, v in self.model_dump().items())
+
+
 class RunConfig(_Section):
     """Everything one training run needs. Its hash identifies the run's configuration."""
 
@@ -825,6 +854,7 @@ class RunConfig(_Section):
     plugin: PluginConfig = Field(default_factory=PluginConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
 
     @model_validator(mode="before")
     @classmethod

@@ -107,3 +107,7 @@ class PreflightError(RlaError):
 # The exit code of `rla run`, `rla resume`, `rla study` and `rla config check` when the preflight fails
 # (docs/operations.md): distinct from 1 (any other error) so a scheduler can tell "fix the inputs" apart.
 PREFLIGHT_EXIT_CODE = 3
+
+
+class CheckpointPrunedError(ArtifactError):
+    """A command needs a checkpoint that checkpoint retention (``storage.keep_last``) has deleted."""

@@ -172,6 +172,9 @@ class StageContext(Generic[InputsT]):
 def local_checkpoint(run: RunContext, ref: StageRef, name: str) -> Path:
     """Local path of a checkpoint directory written by a stage with ``writer.put_dir(dir, name)``."""
     store = run.store
+    manifest = store.manifest(ref.run_id, ref.iteration, ref.stage)
+    if manifest is not None:
+        store.require_kept(manifest, name)  # pruned by retention: say so, not "file not found" later
     if not store.remote:
         return Path(store.attempt_location(ref.run_id, ref.iteration, ref.stage, ref.attempt)) / name
     target = Path(run.cache_dir) / "checkpoints" / ref.content_key / name
@@ -461,6 +464,8 @@ class PlannedStage:
 
     ``done``: the attempt in use has the key the flow computes today and intact files (a resume skips
     it). ``key`` is None when an input is itself still to run (its outputs, hence this key, are unknown).
+    ``sources``: input name → (iteration, stage) that wrote it (two stages can write the same content key:
+    an update that left its checkpoint unchanged).
     """
 
     iteration: int
@@ -468,6 +473,7 @@ class PlannedStage:
     key: str | None
     done: bool
     inputs: dict[str, str]
+    sources: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 class _Planner:
@@ -482,11 +488,9 @@ class _Planner:
         known = self.check and not any(ref.planned for ref in inputs.values())
         key = stage.key(run, iteration, inputs) if known else None
         done = stage._done_ref(run, iteration, key, self.store) if key is not None else None
-        self.stages.append(
-            PlannedStage(
-                iteration, stage.name, key, done is not None, {k: v.content_key for k, v in inputs.items()}
-            )
-        )
+        keys = {k: v.content_key for k, v in inputs.items()}
+        sources = {k: (v.iteration, v.stage) for k, v in inputs.items()}
+        self.stages.append(PlannedStage(iteration, stage.name, key, done is not None, keys, sources))
         if done is not None:
             return done
         return StageRef(run.run_id, iteration, stage.name, 0, f"{PLANNED_PREFIX}{iteration}/{stage.name}", {})

@@ -18,7 +18,7 @@ from rla_core.store.atomic import publish_dir, publish_file
 if TYPE_CHECKING:
     from rla_core.store.artifacts import ArtifactStore, StageWriter
     from rla_core.store.lock import LockHolder, RunLock
-    from rla_core.store.manifest import ArtifactEntry, EntryKind, Manifest, RunInfo
+    from rla_core.store.manifest import ArtifactEntry, EntryKind, Manifest, PruneRecord, RunInfo
 
 _LAZY = {
     "ArtifactEntry": "rla_core.store.manifest",
@@ -26,6 +26,7 @@ _LAZY = {
     "EntryKind": "rla_core.store.manifest",
     "LockHolder": "rla_core.store.lock",
     "Manifest": "rla_core.store.manifest",
+    "PruneRecord": "rla_core.store.manifest",
     "RunInfo": "rla_core.store.manifest",
     "RunLock": "rla_core.store.lock",
     "StageWriter": "rla_core.store.artifacts",
@@ -37,6 +38,7 @@ __all__ = [
     "EntryKind",
     "LockHolder",
     "Manifest",
+    "PruneRecord",
     "RunInfo",
     "RunLock",
     "StageWriter",

@@ -9,11 +9,14 @@ Layout under ``root`` (a local path or an ``s3://`` URI)::
     <root>/<run_id>/iter-0003/<stage>/attempt-0002/<relpath>   checkpoint files (put_dir)
     <root>/<run_id>/iter-0003/<stage>/attempt-0002/_manifest.json   written LAST: the commit
     <root>/<run_id>/iter-0003/<stage>/attempt-0002/_invalidated.json  forced re-run marker
+    <root>/<run_id>/iter-0003/<stage>/attempt-0002/_pruned.json  checkpoints deleted by retention
 
 Which attempt is in use: the highest-numbered attempt that has a manifest, unless that attempt
 carries an ``_invalidated.json`` marker, in which case the stage is not done (no attempt is in use)
 until a newer attempt commits. Attempts without a manifest (a crash before commit) are invisible.
-Nothing is ever overwritten or deleted: every attempt gets a fresh directory.
+Nothing is ever overwritten: every attempt gets a fresh directory. The one deletion is checkpoint
+retention (:meth:`ArtifactStore.prune`, off by default): it records what it deletes in ``_pruned.json``
+first, and the manifest stays as committed.
 
 The manifest is committed atomically: locally by :func:`~rla_core.store.atomic.publish_file` (a
 temporary sibling, fsync, rename); on S3 by a single PUT of the manifest object (S3 makes each PUT
@@ -33,6 +36,7 @@ import hashlib
 import io
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Final, Self
@@ -41,7 +45,15 @@ from rla_core.errors import ArtifactError, RunNotFoundError
 from rla_core.schemas import SCHEMA_VERSION, get_schema, validate
 from rla_core.store.atomic import publish_file
 from rla_core.store.lock import RunLock
-from rla_core.store.manifest import ArtifactEntry, EntryKind, Manifest, RunInfo, this_host, utc_now
+from rla_core.store.manifest import (
+    ArtifactEntry,
+    EntryKind,
+    Manifest,
+    PruneRecord,
+    RunInfo,
+    this_host,
+    utc_now,
+)
 from rla_core.store.uri import check_name, check_relpath, filesystem, is_remote, join
 
 if TYPE_CHECKING:
@@ -50,6 +62,7 @@ if TYPE_CHECKING:
 
 MANIFEST_NAME = "_manifest.json"
 INVALIDATED_NAME = "_invalidated.json"
+PRUNED_NAME = "_pruned.json"
 BEGUN_NAME = "_begun.json"
 RUN_INFO_NAME = "run.json"
 LOCK_NAME = "lock.json"
@@ -377,6 +390,42 @@ class ArtifactStore:
         self._write_atomic(path, _begun_record())
         return manifest.attempt
 
+    def pruned(self, manifest: Manifest) -> PruneRecord | None:
+        """What retention deleted from a committed attempt (its ``_pruned.json``), or None."""
+        path = self._attempt_path(manifest, PRUNED_NAME)
+        data = self._read_bytes(path)
+        return None if data is None else PruneRecord.from_json(data, where=path)
+
+    def prune(
+        self, manifest: Manifest, dirs: Sequence[str], *, setting: dict[str, Any]
+    ) -> PruneRecord | None:
+        """Delete directories ``dirs`` (checkpoint roles) of a committed attempt; the record, or None if
+        nothing new was pruned.
+
+        The record (``_pruned.json``) is written atomically *before* anything is deleted, so a crash in
+        between leaves files the record calls pruned (harmless; a later prune deletes them), never
+        missing files the store cannot explain. The manifest is not touched. Idempotent.
+        """
+        before = self.pruned(manifest)
+        done = set(before.dirs) if before is not None else set()
+        held = {e.path.split("/", 1)[0] for e in manifest.artifacts if "/" in e.path}
+        new = sorted(d for d in dirs if d in held and d not in done)
+        record = None
+        if new:
+            gone = done | set(new)
+            entries = [e for e in manifest.artifacts if "/" in e.path and e.path.split("/", 1)[0] in gone]
+            record = PruneRecord(
+                dirs=tuple(sorted(gone)), paths=tuple(e.path for e in entries),
+                pruned_bytes=sum(e.bytes for e in entries), setting=dict(setting),
+            )  # fmt: skip
+            self._write_atomic(self._attempt_path(manifest, PRUNED_NAME), record.to_json())
+        # Every recorded directory, so a prune that crashed after its record is finished by the next one.
+        for name in sorted(done | set(new)):
+            path = self._attempt_path(manifest, name)
+            if self._fs.exists(path):
+                self._fs.rm(path, recursive=True)
+        return record
+
     def write_run_info(
         self, run_id: str, *, config: dict[str, Any], config_hash: str, code_version: str
     ) -> RunInfo:
@@ -504,19 +553,39 @@ class ArtifactStore:
             )
         return manifest
 
-    def _entry_path(self, manifest: Manifest, entry: ArtifactEntry) -> str:
+    def _attempt_path(self, manifest: Manifest, relpath: str) -> str:
         return self._fs_path(
             manifest.run_id, iteration_dir(manifest.iteration), manifest.stage, attempt_dir(manifest.attempt),
-            entry.path,
+            relpath,
         )  # fmt: skip
+
+    def _entry_path(self, manifest: Manifest, entry: ArtifactEntry) -> str:
+        return self._attempt_path(manifest, entry.path)
+
+    def require_kept(self, manifest: Manifest, relpath: str) -> None:
+        """ArtifactError if retention deleted ``relpath`` (a file or a directory) of the attempt."""
+        record = self.pruned(manifest)
+        top = relpath.split("/", 1)[0]
+        if record is not None and (top in record.dirs or relpath in record.paths):
+            setting = ", ".join(f"{k}={v}" for k, v in sorted(record.setting.items()))
+            raise ArtifactError(
+                f"'{relpath}' of stage '{manifest.stage}' of iteration {manifest.iteration} in run "
+                f"'{manifest.run_id}' was pruned on {record.at} by checkpoint retention ({setting}); "
+                "see docs/operations.md#checkpoint-retention"
+            )
 
     def problems(self, manifest: Manifest, *, verify_hashes: bool = False) -> list[str]:
         """What is wrong with a committed attempt's files: missing, wrong size, (optionally) wrong hash.
 
-        Sizes cost one metadata call per file; hashes read every byte.
+        Files deleted by checkpoint retention (:meth:`prune`) are gone on purpose, not wrong. Sizes cost
+        one metadata call per file; hashes read every byte.
         """
         found = []
+        record = self.pruned(manifest)
+        gone = set(record.paths) if record is not None else set()
         for entry in manifest.artifacts:
+            if entry.path in gone:
+                continue
             path = self._entry_path(manifest, entry)
             try:
                 size = int(self._fs.info(path)["size"])
@@ -546,6 +615,8 @@ class ArtifactStore:
         return not self.problems(manifest, verify_hashes=verify_hashes)
 
     def _read_entry(self, manifest: Manifest, entry: ArtifactEntry, *, verify: bool) -> bytes:
+        if "/" in entry.path:  # only directories (checkpoints) are ever pruned: frames skip the read
+            self.require_kept(manifest, entry.path)
         path = self._entry_path(manifest, entry)
         data = self._read_bytes(path)
         if data is None:
@@ -602,6 +673,7 @@ class ArtifactStore:
         """
         manifest = self._require_manifest(run_id, iteration, stage)
         prefix = check_relpath(relpath) + "/"
+        self.require_kept(manifest, relpath)
         entries = [e for e in manifest.artifacts if e.path.startswith(prefix)]
         if not entries:
             raise ArtifactError(

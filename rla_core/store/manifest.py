@@ -163,3 +163,39 @@ class RunInfo:
             return cls(**_untagged(data, RUN_INFO_FORMAT))
         except (ValueError, KeyError, TypeError) as exc:
             raise ArtifactError(f"run info '{where}' is not a valid run.json ({exc})") from exc
+
+
+PRUNED_FORMAT = "rla-pruned"
+
+
+@dataclass(frozen=True)
+class PruneRecord:
+    """``<attempt>/_pruned.json``: checkpoint files of a committed attempt deleted by retention
+    (docs/operations.md#checkpoint-retention). The manifest itself is never rewritten: it still lists every
+    file the attempt committed (its content key stays the input key of downstream stages); this record says
+    which of them are gone on purpose, so the store reads them as pruned rather than missing.
+
+    ``dirs``: the pruned top-level directories (checkpoint roles); ``paths``: every pruned file;
+    ``setting``: the retention keys that pruned them, e.g. ``{"storage.keep_last": 2}``.
+    """
+
+    dirs: tuple[str, ...]
+    paths: tuple[str, ...]
+    pruned_bytes: int  # the pruned files' size, summed
+    setting: dict[str, Any]
+    at: str = field(default_factory=utc_now)
+    host: str = field(default_factory=this_host)
+    pid: int = field(default_factory=os.getpid)
+
+    def to_json(self) -> bytes:
+        body = {"format": PRUNED_FORMAT, **asdict(self)}
+        return json.dumps(body, sort_keys=True, indent=1).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes, *, where: str) -> PruneRecord:
+        """Parse a prune record; ArtifactError names the file if it is not one."""
+        try:
+            raw = _untagged(data, PRUNED_FORMAT)
+            return cls(**{**raw, "dirs": tuple(raw["dirs"]), "paths": tuple(raw["paths"])})
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ArtifactError(f"prune record '{where}' is not valid ({exc})") from exc

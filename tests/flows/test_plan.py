@@ -170,7 +170,12 @@ def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) ->
     # A plug-in run's name and options validate only as an installed plug-in and its own options model:
     # their keys are checked by tests/plugins/test_plugin_contract.py (options and the package version).
     plugin_keys = ["plugin.name", "plugin.options"] if setting == "plugin" else []
-    expected = screens + oracle + plugin_keys + (["adaptation.rewriter"] if setting == "coding" else [])
+    # storage.keep_every validates only with storage.keep_last set; no stage reads either (keep_last's change
+    # above moved no key), and tests/store/test_retention.py checks both.
+    retention = ["storage.keep_every"]
+    expected = (
+        screens + oracle + plugin_keys + retention + (["adaptation.rewriter"] if setting == "coding" else [])
+    )
     assert sorted(unchangeable) == sorted(expected)
 
 

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.project_scaleout import Rates, Workload, component_step_s, judge_s, project, rollout_s, table
+from benchmarks.project_scaleout import (
+    Rates,
+    Workload,
+    component_step_s,
+    judge_s,
+    project,
+    rollout_s,
+    table,
+    weak,
+    weak_table,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 RATES = Rates(
@@ -45,6 +55,21 @@ def test_iteration_sums_the_stages_and_amortises_evaluation() -> None:
 def test_the_docs_show_the_scripts_table() -> None:
     page = (REPO / "docs" / "gpus-and-scale.md").read_text(encoding="utf-8")
     assert table() in page, "re-run `python benchmarks/project_scaleout.py` and paste its output"
+    assert weak_table() in page, "re-run `python benchmarks/project_scaleout.py --weak` and paste its output"
+
+
+def test_weak_scaling_grows_the_episodes_with_the_shards() -> None:
+    work = Workload(
+        episodes=40, steps=5, judgments_per_step=3, eval_episodes=8, eval_steps=5, eval_every=2, in_flight=4
+    )
+    # 2 nodes: 80 episodes (and 1200 judgments); the held-out evaluation keeps its 8 episodes.
+    assert weak(work, 2) == Workload(
+        episodes=80, steps=5, judgments_per_step=3, eval_episodes=8, eval_steps=5, eval_every=2, in_flight=4
+    )
+    out = project(weak(work, 2), RATES, workers=8)
+    # rollout: 80 on 8 shards = 10 each, as 40 on 4: 17.5 s; judge: 1200 * 20 / (8 * 400) = 7.5 → 17.5 s;
+    # evaluate: 8 episodes on 8 shards (1 each, latency-bound): (10 + 5 * (0.1 + 0.5)) / 2 = 6.5 s
+    assert out == pytest.approx({"rollout": 17.5, "judge": 17.5, "evaluate": 6.5, "total": 41.5})
 
 
 def test_component_step_cost_amortises_the_reset_over_the_episode() -> None:
