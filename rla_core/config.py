@@ -565,7 +565,12 @@ class OsworldConfig(_Section):
         ge=50,
         description="Budget of the linearised accessibility tree in the observation (words and marks).",
     )
-    max_clicks: int = Field(12, ge=0, description="Click candidates offered per step (tree order).")
+    max_clicks: int = Field(
+        12,
+        ge=0,
+        description="Click candidates offered per step: those sharing the most words with the task first "
+        "(docs/osworld.md).",
+    )
     step_pause_s: float = Field(
         0.5, ge=0.0, le=30.0, description="Seconds DesktopEnv.step waits after an action before observing."
     )

@@ -167,7 +167,12 @@ class OsworldEpisode(GuiEpisode):
         self.elements = observe.parse_tree(tree) if tree else []
         self._show(
             observe.linearise(self.elements, max_tokens=self.env.a11y_max_tokens),
-            observe.candidate_actions(self.elements, strings=self.strings, max_clicks=self.env.max_clicks),
+            observe.candidate_actions(
+                self.elements,
+                instruction=self.instruction,
+                strings=self.strings,
+                max_clicks=self.env.max_clicks,
+            ),
         )
         shot = obs.get("screenshot")
         if isinstance(shot, bytes | bytearray):
