@@ -267,7 +267,7 @@ class ServingConfig(_Section):
 
     backend: Backend = Field(
         Backend.AUTO,
-        description="'transformers' (in process), 'vllm' (a per-stage server), or 'auto': vLLM when "
+        description="'transformers' (in process), 'vllm' (a vLLM server: see 'lifetime'), or 'auto': vLLM when "
         "'interpreter' exists and a CUDA GPU is visible, else transformers.",
     )
     dtype: InferenceDtype = Field(
@@ -384,7 +384,7 @@ class ModelsConfig(_Section):
     )
     serving: ServingConfig = Field(
         default_factory=lambda: ServingConfig(),
-        description="How checkpoints generate: backend, per-stage vLLM servers, chat markup (docs/architecture.md#cross-module-interfaces).",
+        description="How checkpoints generate: backend, vLLM servers, chat markup (docs/architecture.md#cross-module-interfaces).",
     )
     device: str = Field("auto", description="'auto', 'cpu' or 'cuda[:N]' for the transformers backend.")
     generation_batch_size: int = Field(32, ge=1, description="Prompts per transformers generate call.")

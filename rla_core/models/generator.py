@@ -178,8 +178,10 @@ class GeneratorSpec:
         """The generation backend chosen by ``models.serving.backend`` for the checkpoint, closed (its vLLM
         server stopped) when the block ends, also on errors.
 
-        ``transformers``: in process. ``vllm``: a server started on the checkpoint, served as ``name``
-        (its pidfile and log under ``runtime_dir``). A missing vLLM interpreter with ``backend=vllm`` is a
+        ``transformers``: in process. ``vllm``: inside ``rla run`` with ``models.serving.lifetime=run``,
+        the run's server of the role, leased from :func:`~rla_core.models.server_pool.active_pool` and
+        proved to hold the checkpoint's weights; else a server started on the checkpoint, served as
+        ``name`` (its pidfile and log under ``runtime_dir``). A missing vLLM interpreter with ``backend=vllm`` is a
         :class:`ModelError`, never a fallback.
         """
         set_torch_threads(self.threads)

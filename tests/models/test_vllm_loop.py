@@ -6,7 +6,7 @@ First, `rla run --preset test --set iterations=3` locally, twice: one server per
 (``models.serving.lifetime=run``: the policy's and the reward model's, reloaded in place between stages),
 and the same run with its policy server SIGKILLed between stages, which is restarted, with artifacts equal
 to the uninterrupted run's. Afterwards the policy evaluate@3 was given is reloaded into a server started on
-the one before it and 8 fixed prompts are continued greedily: vLLM's per-token log-probabilities must match
+the bootstrap policy and 8 fixed prompts are continued greedily: vLLM's per-token log-probabilities must match
 the transformers log-probabilities of that checkpoint (fp32, |Δ| <= LOGPROB_TOL) and must not match the
 previous checkpoint's (max |Δ| >= CHANGED_MIN).
 
@@ -310,8 +310,8 @@ def test_one_server_per_role_for_the_run_reloaded_in_place(
     """`rla run --preset test` with vLLM for 3 iterations starts one server per role (policy, reward
     model), each reloaded in place between stages; a policy server killed by pid between stages is
     restarted and the run's artifacts equal the uninterrupted run's. After it, a reload of the policy
-    evaluate@3 was given into a server started on the one before: vLLM's log-probs match transformers'
-    on the reloaded checkpoint and not on the previous one."""
+    evaluate@3 was given into a server started on the bootstrap policy: vLLM's log-probs match
+    transformers' on the reloaded checkpoint and not on the previous one."""
     from tests.flows.test_ray_runs import assert_same_artifacts
     from tests.flows.test_reproducible import parquet_artifacts
 
@@ -349,8 +349,8 @@ def test_one_server_per_role_for_the_run_reloaded_in_place(
     assert_same_artifacts(parquet_artifacts(whole, "whole"), parquet_artifacts(killed, "killed"))
 
     manifests = whole.committed("whole")
-    own_key = manifests[(3, "evaluate")].inputs["policy"]
-    prev_key = manifests[(3, "train_policy")].inputs["policy"]
+    # The server starts on the bootstrap policy (evaluate@0's) and reloads the trained one (evaluate@3's).
+    own_key, prev_key = (manifests[(it, "evaluate")].inputs["policy"] for it in (3, 0))
     own, prev = (_checkpoint(whole, "whole", manifests, k) for k in (own_key, prev_key))
     assert (own / "model.safetensors").read_bytes() != (prev / "model.safetensors").read_bytes()
     from transformers import AutoTokenizer
