@@ -303,7 +303,8 @@ class VllmServer:
         # The server's own temporary files and IPC sockets (vLLM: VLLM_RPC_BASE_PATH, else TMPDIR), gone
         # with it; torch's compile cache stays where it is shared between starts.
         shared_tmp = tempfile.gettempdir()
-        scratch = Path(tempfile.mkdtemp(prefix=f"rla-vllm-{name}-"))
+        # Short: a ZeroMQ IPC path (this directory, then a uuid) must fit in 107 characters.
+        scratch = Path(tempfile.mkdtemp(prefix="rla-vllm-"))
         env["TMPDIR"] = env["VLLM_RPC_BASE_PATH"] = str(scratch)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(shared_tmp, f"torchinductor_{os.getuid()}"))
         group = ProcessGroup.start(

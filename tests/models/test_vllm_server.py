@@ -46,7 +46,12 @@ pytestmark = [
 def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     runtime = tmp_path_factory.mktemp("vllm-runtime")
     srv = VllmServer.start(
-        tiny_model, name=served_name("k0", "policy"), role="policy", serving=SERVING, runtime_dir=runtime
+        # a real content key is 64 hex digits: the server's scratch path must still fit a socket path
+        tiny_model,
+        name=served_name("f" * 64, "policy"),
+        role="policy",
+        serving=SERVING,
+        runtime_dir=runtime,
     )
     assert list(runtime.glob(f"{KIND}-*.json")), "the running server has no pidfile"
     yield srv
