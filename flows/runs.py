@@ -257,6 +257,7 @@ def execute_run(
     """
     from flows.loop import training_loop
     from flows.prefect_server import start_ephemeral_server
+    from rla_core.models.server_pool import run_servers
     from tasks import tracking
     from tasks.stage import RunContext
 
@@ -298,7 +299,9 @@ def execute_run(
         say(non_default_line(cfg, origins))
         start_ephemeral_server()
         try:
-            training_loop(RunContext(run_id=run_id, config=cfg, tracker=tracker))
+            # One vLLM server per role for the whole run (models.serving.lifetime), stopped at its end.
+            with run_servers(cfg.models.serving):
+                training_loop(RunContext(run_id=run_id, config=cfg, tracker=tracker))
         except BaseException:
             tracking.finish(tracker, status="FAILED")
             raise

@@ -43,6 +43,13 @@ class Backend(StrEnum):
     VLLM = "vllm"
 
 
+class ServerLifetime(StrEnum):
+    """How long a vLLM server lives (docs/gpus-and-scale.md#server-lifetime)."""
+
+    RUN = "run"  # one server per role for the whole run, its weights reloaded in place between stages
+    STAGE = "stage"  # a server per generating stage, stopped when it ends (frees the GPUs for training)
+
+
 class ProblemFormat(StrEnum):
     """The layout of a coding problem file (docs/coding-benchmarks.md)."""
 
@@ -250,14 +257,17 @@ class RoleSizes(_Section):
 class ServingConfig(_Section):
     """How a stage turns its input checkpoint into a generator (docs/architecture.md#cross-module-interfaces).
 
-    With the vLLM backend every generating stage starts ``vllm serve`` on exactly its input checkpoint
-    (served under the producing stage's content key and the role), generates, and stops the server when
-    the stage ends. Keys in :data:`SPEED_ONLY_KEYS` change speed, not results, and stay out of stage keys.
+    With the vLLM backend every generating stage generates from exactly its input checkpoint: by
+    default (``lifetime: run``) from the run's one server of the stage's role, whose weights are
+    reloaded in place when the stage's checkpoint differs from what it serves (and checked by hash
+    before any request); with ``lifetime: stage`` from a server started on the checkpoint and stopped
+    when the stage ends. Keys in :data:`SPEED_ONLY_KEYS` change speed, not results, and stay out of
+    stage keys.
     """
 
     backend: Backend = Field(
         Backend.AUTO,
-        description="'transformers' (in process), 'vllm' (a per-stage server), or 'auto': vLLM when "
+        description="'transformers' (in process), 'vllm' (a vLLM server: see 'lifetime'), or 'auto': vLLM when "
         "'interpreter' exists and a CUDA GPU is visible, else transformers.",
     )
     dtype: InferenceDtype = Field(
@@ -283,6 +293,13 @@ class ServingConfig(_Section):
     )
     max_in_flight: int = Field(64, ge=1, description="Concurrent requests per vLLM server at most.")
     startup_timeout_s: float = Field(900.0, gt=0.0, description="How long a vLLM server may take to load.")
+    lifetime: ServerLifetime = Field(
+        ServerLifetime.RUN,
+        description="'run': one vLLM server per role for the whole `rla run`, its weights reloaded in place "
+        "when a stage's input checkpoint differs (its GPUs stay taken during the train stages); 'stage': "
+        "a server per generating stage, stopped when the stage ends (the GPUs are free for training). "
+        "With cluster.backend=ray the shards' servers are per stage either way.",
+    )
 
 
 # Keys that change how fast or where a stage computes, never what it produces: stages read them through
@@ -293,6 +310,8 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "models.serving.tensor_parallel",
     "models.serving.max_in_flight",
     "models.serving.startup_timeout_s",
+    # A reloaded server holds the same weights (checked by hash) as one started on the checkpoint.
+    "models.serving.lifetime",
     # Rows are generated per prompt from their own seeded stream, so how prompts are batched does not
     # change them (tests/envs/test_rollout.py: joint = per-episode rows); the device only changes float
     # reduction order, as training.device below. The dtype it picks with models.serving.dtype=auto does
@@ -365,7 +384,7 @@ class ModelsConfig(_Section):
     )
     serving: ServingConfig = Field(
         default_factory=lambda: ServingConfig(),
-        description="How checkpoints generate: backend, per-stage vLLM servers, chat markup (docs/architecture.md#cross-module-interfaces).",
+        description="How checkpoints generate: backend, vLLM servers, chat markup (docs/architecture.md#cross-module-interfaces).",
     )
     device: str = Field("auto", description="'auto', 'cpu' or 'cuda[:N]' for the transformers backend.")
     generation_batch_size: int = Field(32, ge=1, description="Prompts per transformers generate call.")

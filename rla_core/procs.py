@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -175,22 +176,44 @@ def reap_stale(runtime_dir: Path, *, kind: str) -> list[dict[str, Any]]:
             kill_group(int(pgid), leader_start=started)
         for pid, started in record.get("pids", []):
             kill_process(int(pid), started=started)
+        if record.get("scratch"):
+            remove_scratch(Path(record["scratch"]))
         reaped.append(record)
         pidfile.unlink(missing_ok=True)
     return reaped
 
 
-class ProcessGroup:
-    """One command running in its own process group, recorded in a pidfile until it is stopped."""
+def remove_scratch(path: Path) -> None:
+    """Remove a stopped group's scratch directory (its sockets and temporary files), if still there."""
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(path)
 
-    def __init__(self, proc: subprocess.Popen[bytes], *, pidfile: Path, log_path: Path, what: str) -> None:
+
+class ProcessGroup:
+    """One command running in its own process group, recorded in a pidfile until it is stopped.
+
+    ``scratch``: a directory that belongs to the group alone (e.g. its ``TMPDIR``), removed when the
+    group is stopped or reaped, so a server's sockets and temporary files do not outlive it.
+    """
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        *,
+        pidfile: Path,
+        log_path: Path,
+        what: str,
+        scratch: Path | None = None,
+    ) -> None:
         self.proc = proc
         self.pgid = proc.pid
         self.leader_start = start_time(proc.pid)
         self.pidfile = pidfile
         self.log_path = log_path
         self.what = what
-        write_pidfile(pidfile, owner_record([(self.pgid, self.leader_start)], what=what))
+        self.scratch = scratch
+        extra = {"scratch": str(scratch)} if scratch is not None else {}
+        write_pidfile(pidfile, owner_record([(self.pgid, self.leader_start)], what=what, **extra))
 
     @classmethod
     def start(
@@ -203,8 +226,10 @@ class ProcessGroup:
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         what: str | None = None,
+        scratch: Path | None = None,
     ) -> ProcessGroup:
-        """Reap leftovers of dead owners of ``kind``, then start ``argv`` as a new process group."""
+        """Reap leftovers of dead owners of ``kind``, then start ``argv`` as a new process group
+        (``scratch``: its own directory, removed with it)."""
         runtime_dir.mkdir(parents=True, exist_ok=True)
         reap_stale(runtime_dir, kind=kind)
         nonce = uuid.uuid4().hex[:8]
@@ -223,8 +248,11 @@ class ProcessGroup:
                     start_new_session=True,
                 )
             except OSError as exc:
+                if scratch is not None:
+                    remove_scratch(scratch)
                 raise ProcessError(f"could not start {label}: {exc}") from exc
-        return cls(proc, pidfile=runtime_dir / f"{kind}-{os.getpid()}-{nonce}.json", log_path=log, what=label)
+        pidfile = runtime_dir / f"{kind}-{os.getpid()}-{nonce}.json"
+        return cls(proc, pidfile=pidfile, log_path=log, what=label, scratch=scratch)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -270,6 +298,8 @@ class ProcessGroup:
         kill_group(self.pgid, leader_start=self.leader_start)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
+        if self.scratch is not None:
+            remove_scratch(self.scratch)
         self.pidfile.unlink(missing_ok=True)
 
     def __enter__(self) -> ProcessGroup:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import atexit
 import math
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from rla_core.procs import (
     live_processes,
     owner_record,
     reap_stale,
+    remove_scratch,
     start_time,
     write_pidfile,
 )
@@ -53,6 +55,9 @@ R = TypeVar("R")
 _KIND = "ray"
 _pidfile: Path | None = None
 _recorded: list[int] = []  # the pids in _pidfile
+# The embedded Ray's own temporary directory (its session, sockets and logs), removed when it stops or is
+# reaped; Ray's default, /tmp/ray, would keep every session.
+_scratch: Path | None = None
 _embedded_for: dict[str, Any] | None = None  # the ray.init arguments of this process's embedded Ray
 
 
@@ -84,9 +89,14 @@ def connect(cfg: ClusterConfig) -> None:
             ) from None
     else:
         assert init is not None
-        ray.init(**init, include_dashboard=False, **common)
+        scratch = Path(tempfile.mkdtemp(prefix="rla-ray-"))  # short: Ray's socket paths live under it
+        try:
+            ray.init(**init, include_dashboard=False, _temp_dir=str(scratch), **common)
+        except BaseException:
+            remove_scratch(scratch)
+            raise
         _embedded_for = init
-        _pidfile = _record_embedded()
+        _pidfile = _record_embedded(scratch)
     atexit.register(disconnect)
 
 
@@ -107,7 +117,7 @@ def _embedded_init(cfg: ClusterConfig) -> dict[str, Any]:
 
 def disconnect() -> None:
     """Shut this process's Ray connection down (an embedded Ray stops with it)."""
-    global _pidfile, _embedded_for
+    global _pidfile, _embedded_for, _scratch
     import ray
 
     _embedded_for = None
@@ -117,11 +127,18 @@ def disconnect() -> None:
         _pidfile.unlink(missing_ok=True)
         _pidfile = None
         _recorded.clear()
+    if _scratch is not None:
+        remove_scratch(_scratch)
+        _scratch = None
 
 
-def _record_embedded() -> Path:
-    """Record the processes an embedded Ray started (and their descendants) for :func:`reap_stale`."""
+def _record_embedded(scratch: Path) -> Path:
+    """Record the processes an embedded Ray started (and their descendants), and its temporary directory
+    ``scratch``, for :func:`reap_stale`."""
+    global _scratch
     import ray
+
+    _scratch = scratch
 
     node = ray._private.worker._global_node  # the embedded head's process table; no public API has it
     assert node is not None, "called right after ray.init started an embedded Ray"
@@ -137,8 +154,12 @@ def _write_record(path: Path, pids: Sequence[int]) -> None:
     everything = _with_descendants([*_recorded, *pids])
     _recorded = everything
     write_pidfile(
-        path, owner_record([], pids=[[pid, start_time(pid)] for pid in everything], what="embedded ray")
-    )
+        path,
+        owner_record(
+            [], pids=[[pid, start_time(pid)] for pid in everything], what="embedded ray",
+            **({"scratch": str(_scratch)} if _scratch is not None else {}),
+        ),
+    )  # fmt: skip
 
 
 def _with_descendants(pids: Sequence[int]) -> list[int]:

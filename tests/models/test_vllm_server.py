@@ -6,6 +6,7 @@ start (~40-90 s on 2 cores). Run: .venv/bin/pytest -m slow tests/models/test_vll
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,7 +46,12 @@ pytestmark = [
 def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     runtime = tmp_path_factory.mktemp("vllm-runtime")
     srv = VllmServer.start(
-        tiny_model, name=served_name("k0", "policy"), role="policy", serving=SERVING, runtime_dir=runtime
+        # a real content key is 64 hex digits: the server's scratch path must still fit a socket path
+        tiny_model,
+        name=served_name("f" * 64, "policy"),
+        role="policy",
+        serving=SERVING,
+        runtime_dir=runtime,
     )
     assert list(runtime.glob(f"{KIND}-*.json")), "the running server has no pidfile"
     yield srv
@@ -94,3 +100,61 @@ def test_server_serving_another_model_is_refused(server: VllmServer) -> None:
         VllmServerGenerator(server.base_url, model=wanted)
     message = str(err.value)
     assert repr(wanted) in message and server.name in message and "refusing" in message
+
+
+def _greedy_logprobs(server: VllmServer, prompt: list[int]) -> list[float]:
+    import httpx
+
+    body = {
+        "model": server.name, "prompt": prompt, "max_tokens": 6, "temperature": 0.0, "logprobs": 1,
+        "ignore_eos": True,
+    }  # fmt: skip
+    resp = httpx.post(f"{server.base_url}/completions", json=body, timeout=120.0)
+    assert resp.status_code == 200, resp.text
+    return [float(x) for x in resp.json()["choices"][0]["logprobs"]["token_logprobs"]]
+
+
+def test_run_server_reloads_in_place_and_restarts_when_killed(tiny_model: Path, tmp_path: Path) -> None:
+    """One policy server for three checkpoints in turn (start, reload, reload back: the log-probs of the
+    first checkpoint come back exactly), then killed by pid: the next lease restarts it. Nothing of any
+    server (process, pidfile, scratch directory with its IPC sockets) is left afterwards."""
+    import os
+    import signal
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from rla_core.models.server_pool import Action, run_servers
+    from rla_core.models.vllm_worker import weights_hash
+
+    other = tmp_path / "other"
+    shutil.copytree(tiny_model, other)
+    tensors = load_file(other / "model.safetensors")
+    gen = torch.Generator().manual_seed(0)
+    save_file(
+        {k: (v + 0.05 * torch.randn(v.shape, generator=gen)).contiguous() for k, v in tensors.items()},
+        other / "model.safetensors", metadata={"format": "pt"},
+    )  # fmt: skip
+    runtime = tmp_path / "runtime"
+    prompt = [5, 6, 7, 8, 9]
+    with run_servers(SERVING, runtime_dir=runtime) as pool:
+        assert pool is not None
+        with pool.lease(tiny_model, role="policy", serving=SERVING) as server:
+            first = _greedy_logprobs(server, prompt)
+            scratch = server.group.scratch
+            assert scratch is not None and scratch.is_dir()
+        with pool.lease(other, role="policy", serving=SERVING) as reloaded:
+            assert reloaded is server and server.weights_hash() == weights_hash(other)
+            changed = _greedy_logprobs(server, prompt)
+        with pool.lease(tiny_model, role="policy", serving=SERVING) as back:
+            assert back is server and _greedy_logprobs(server, prompt) == first
+        assert max(abs(a - b) for a, b in zip(first, changed, strict=True)) > 0.05
+        os.killpg(server.group.pgid, signal.SIGKILL)
+        server.group.proc.wait(timeout=30)
+        with pool.lease(other, role="policy", serving=SERVING) as restarted:
+            assert restarted is not server and _greedy_logprobs(restarted, prompt) == changed
+        assert pool.counts == {Action.START: 1, Action.RELOAD: 2, Action.RESTART: 1}
+    assert not group_members(restarted.group.pgid) and not group_members(server.group.pgid)
+    assert not list(runtime.glob(f"{KIND}-*.json")), "a pidfile outlived the pool"
+    assert not scratch.exists() and restarted.group.scratch is not None
+    assert not restarted.group.scratch.exists(), "a server's scratch directory outlived it"
