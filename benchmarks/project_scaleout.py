@@ -159,26 +159,35 @@ def gpus_per_node(manifest: Path = MANIFEST) -> int:
     raise SystemExit(f"{manifest} has no RayCluster")
 
 
+def _stage_rows(works: dict[int, Workload], what: str) -> tuple[list[str], dict[int, dict[str, float]]]:
+    """Header and rows shared by both tables: minutes per stage for each node count's workload (``works``),
+    and the total again with the component step cost measured under load; also the projections."""
+    rates = measured_rates(json.loads(SCALEOUT.read_text()), json.loads(INPUTS.read_text()))
+    gpus = gpus_per_node()
+    first = next(iter(works.values()))
+    runs = {n: project(w, rates, n * gpus) for n, w in works.items()}
+    heavy = replace(rates, cpu_step_s=component_step_s(json.loads(INPUTS.read_text()), first.steps))
+    head = "| stage (projected, minutes per iteration) | " + " | ".join(
+        f"{n} node{'s' if n > 1 else ''} ({n * gpus} shards{what.format(E=w.episodes)})"
+        for n, w in works.items()
+    )
+    lines = [head + " |", "|---|" + "---:|" * len(works)]
+    for stage in ("rollout", "judge", "evaluate", "total"):
+        label = {"evaluate": f"evaluate (every {first.eval_every}th iteration, amortised)"}.get(stage, stage)
+        cells = " | ".join(f"{runs[n][stage] / 60:.1f}" for n in works)
+        lines.append(f"| {'**total projected**' if stage == 'total' else label} | {cells} |")
+    cells = " | ".join(f"{project(w, heavy, n * gpus)['total'] / 60:.1f}" for n, w in works.items())
+    lines.append(
+        f"| total with c_step = {heavy.cpu_step_s * 1000:.0f} ms (the component costs under load) | {cells} |"
+    )
+    return lines, runs
+
+
 def table(nodes: tuple[int, ...] = (1, 8)) -> str:
     """The markdown table of docs/gpus-and-scale.md: minutes per stage and per iteration, per node count."""
     work = workload(load_config(None, preset=PRESET))
     rates = measured_rates(json.loads(SCALEOUT.read_text()), json.loads(INPUTS.read_text()))
-    gpus = gpus_per_node()
-    runs = {n: project(work, rates, n * gpus) for n in nodes}
-    heavy = replace(rates, cpu_step_s=component_step_s(json.loads(INPUTS.read_text()), work.steps))
-    runs_heavy = {n: project(work, heavy, n * gpus) for n in nodes}
-    head = "| stage (projected, minutes per iteration) | " + " | ".join(
-        f"{n} node{'s' if n > 1 else ''} ({n * gpus} shards)" for n in nodes
-    )
-    lines = [head + " |", "|---|" + "---:|" * len(nodes)]
-    for stage in ("rollout", "judge", "evaluate", "total"):
-        label = {"evaluate": f"evaluate (every {work.eval_every}th iteration, amortised)"}.get(stage, stage)
-        cells = " | ".join(f"{runs[n][stage] / 60:.1f}" for n in nodes)
-        lines.append(f"| {'**total projected**' if stage == 'total' else label} | {cells} |")
-    cells = " | ".join(f"{runs_heavy[n]['total'] / 60:.1f}" for n in nodes)
-    lines.append(
-        f"| total with c_step = {heavy.cpu_step_s * 1000:.0f} ms (the component costs under load) | {cells} |"
-    )
+    lines, _ = _stage_rows(dict.fromkeys(nodes, work), "")
     inputs = (
         f"Inputs: E={work.episodes} episodes × S={work.steps} steps (every episode assumed to run all S), "
         f"m={work.judgments_per_step}, {work.eval_episodes} held-out episodes × {work.eval_steps} steps; "
@@ -201,23 +210,9 @@ def weak_table(nodes: tuple[int, ...] = (1, 8)) -> str:
     """The weak-scaling table of docs/gpus-and-scale.md: minutes per stage when N nodes play N × E episodes,
     and the episodes per hour that buys (same model, rates and assumptions as :func:`table`)."""
     one = workload(load_config(None, preset=PRESET))
-    rates = measured_rates(json.loads(SCALEOUT.read_text()), json.loads(INPUTS.read_text()))
-    gpus = gpus_per_node()
-    runs = {n: project(weak(one, n), rates, n * gpus) for n in nodes}
-    head = "| stage (projected, minutes per iteration) | " + " | ".join(
-        f"{n} node{'s' if n > 1 else ''} ({n * gpus} shards, E={weak(one, n).episodes})" for n in nodes
-    )
-    lines = [head + " |", "|---|" + "---:|" * len(nodes)]
-    for stage in ("rollout", "judge", "evaluate", "total"):
-        label = {"evaluate": f"evaluate (every {one.eval_every}th iteration, amortised)"}.get(stage, stage)
-        cells = " | ".join(f"{runs[n][stage] / 60:.1f}" for n in nodes)
-        lines.append(f"| {'**total projected**' if stage == 'total' else label} | {cells} |")
-    heavy = replace(rates, cpu_step_s=component_step_s(json.loads(INPUTS.read_text()), one.steps))
-    cells = " | ".join(f"{project(weak(one, n), heavy, n * gpus)['total'] / 60:.1f}" for n in nodes)
-    lines.append(
-        f"| total with c_step = {heavy.cpu_step_s * 1000:.0f} ms (the component costs under load) | {cells} |"
-    )
-    per_hour = {n: weak(one, n).episodes * 3600 / runs[n]["total"] for n in nodes}
+    works = {n: weak(one, n) for n in nodes}
+    lines, runs = _stage_rows(works, ", E={E}")
+    per_hour = {n: works[n].episodes * 3600 / runs[n]["total"] for n in nodes}
     lines.append("| rollout episodes per hour | " + " | ".join(f"{per_hour[n]:,.0f}" for n in nodes) + " |")
     first = nodes[0]
     lines.append(
