@@ -36,6 +36,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,7 +121,7 @@ def format_prompt_with(
     return chat(prompt) if chat is not None else prompt
 
 
-class ChatPrompts:
+class ChatPrompts(ABC):
     """``format_prompt``, written once for every generator: a subclass sets ``_chat`` (the chat formatter,
     None when it is off or the tokenizer has none) and ``_chat_on``, and says in :meth:`_vision_processor`
     how it gets a vision processor for an image prompt (or why it cannot)."""
@@ -128,8 +129,8 @@ class ChatPrompts:
     _chat: Callable[[str], str] | None
     _chat_on: bool
 
-    def _vision_processor(self) -> VisionProcessor:
-        raise NotImplementedError
+    @abstractmethod
+    def _vision_processor(self) -> VisionProcessor: ...
 
     @overload
     def format_prompt(self, prompt: str) -> str: ...
