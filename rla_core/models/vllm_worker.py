@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -35,14 +36,22 @@ def weights_hash(checkpoint: Path) -> str:
 
     Two directories with byte-equal weight files have the same hash wherever they live; any changed
     byte, added or removed shard changes it. A directory without weights is an error (nothing to serve).
+    Files are read once per process: the hash is kept by each file's (path, size, mtime), so a stage that
+    leases the checkpoint a run already served does not read its gigabytes again.
     """
     files = sorted(Path(checkpoint).glob(WEIGHTS_GLOB))
     if not files:
         raise FileNotFoundError(f"{checkpoint} has no {WEIGHTS_GLOB} files to serve")
+    stamps = tuple((p.name, str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    return _hash_files(stamps)
+
+
+@functools.lru_cache(maxsize=64)
+def _hash_files(stamps: tuple[tuple[str, str, int, int], ...]) -> str:
     total = hashlib.sha256()
-    for path in files:
-        total.update(path.name.encode() + b"\0")
-        with path.open("rb") as fh:
+    for name, path, _size, _mtime in stamps:
+        total.update(name.encode() + b"\0")
+        with open(path, "rb") as fh:
             while chunk := fh.read(_CHUNK):
                 total.update(chunk)
         total.update(b"\0")
