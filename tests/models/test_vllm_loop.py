@@ -5,10 +5,9 @@ and after the run is SIGKILLed (the next server start reaps it).
 First, `rla run --preset test --set iterations=3` locally: one server per role for the whole run
 (``models.serving.lifetime=run``: the policy's and the reward model's, reloaded in place between stages);
 then the same run for 2 iterations with its policy server SIGKILLed between stages, which is restarted,
-with artifacts equal to the uninterrupted run's first 2 iterations. Afterwards the policy evaluate@3 was given is reloaded into a server started on
-the bootstrap policy and 8 fixed prompts are continued greedily, before and after the reload: vLLM's
-per-token log-probabilities must match the transformers log-probabilities of the checkpoint it holds (fp32,
-|Δ| <= LOGPROB_TOL), and after the reload must not match the previous checkpoint's (max |Δ| >= CHANGED_MIN).
+with artifacts equal to the uninterrupted run's first 2 iterations. (That a reloaded server's log-probs
+match transformers' on the checkpoint it now holds, and not the one before, is checked in
+test_vllm_server.py.)
 
 Then `--set iterations=1 --set evaluation.every=1` on an embedded Ray inside a network namespace with only
 `lo` (`cluster.replicas.policy=2`: rollout and evaluate cut into 2 shards, each with its own per-stage
@@ -16,7 +15,7 @@ server in its actor; `cluster.workers=1`: the judge samples from the run's rewar
 large policy learning rate, so the trained policy clearly differs from the bootstrap one; evaluate@1 is
 played again on one local server: its rows must equal the 2 replicas' merged rows.
 
-Slow: 2 + 3 server starts in the two local runs and 1 after them; 7 in the Ray run and 1 after it (~40-90 s
+Slow: 2 + 3 server starts in the two local runs; 7 in the Ray run and 1 after it (~40-90 s
 each on a 2-core machine, more under load).
 Run: .venv/bin/pytest -m slow tests/models/test_vllm_loop.py
 """
@@ -34,7 +33,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import polars as pl
 import pytest
 
@@ -64,20 +62,8 @@ SERVE = [
     "--set", f"models.serving.interpreter={VLLM_PYTHON}",
     "--set", f"models.serving.extra_args={json.dumps(list(EXTRA_ARGS))}",
 ]  # fmt: skip
-# Same fp32 weights, different kernels (vLLM's CPU attention vs eager PyTorch): measured max |Δ| ~1e-5.
-LOGPROB_TOL = 1e-3
-CHANGED_MIN = 0.05
 POLICY_REPLICAS = 2
-FIXED_PROMPTS = [
-    "You are in a kitchen. There is a fridge and a counter here.",
-    "Goal: take the key and open the chest. Admissible actions: 0: go north 1: take key",
-    "observation: You are in a bedroom. There is a chest here.\nyou took action: take key\n",
-    "Is the step good for reaching the goal? Answer",
-    "Action: \\boxed{1}. You take the key.",
-    "You are in a bedroom. The chest is locked.",
-    "0: look\n1: inventory\n2: go east\nYour answer:",
-    "I should go east.",
-]
+
 
 pytestmark = [
     pytest.mark.slow,
@@ -118,42 +104,6 @@ def _checkpoint(store: ArtifactStore, run_id: str, manifests: dict[tuple[int, st
     """The directory of the policy checkpoint written by the stage whose content key is ``key``."""
     (it, stage), m = next(((k, m) for k, m in manifests.items() if m.content_key == key))
     return Path(store.attempt_location(run_id, it, stage, m.attempt)) / "policy"
-
-
-def _vllm_greedy(server: VllmServer, prompt_ids: list[list[int]]) -> list[tuple[list[int], list[float]]]:
-    out = []
-    for ids in prompt_ids:
-        body = {
-            "model": server.name, "prompt": ids, "max_tokens": 8, "temperature": 0.0, "logprobs": 1,
-            "return_tokens_as_token_ids": True, "ignore_eos": True,
-        }  # fmt: skip
-        resp = httpx.post(f"{server.base_url}/completions", json=body, timeout=120.0)
-        assert resp.status_code == 200, resp.text
-        lp = resp.json()["choices"][0]["logprobs"]
-        tokens = [int(t.removeprefix("token_id:")) for t in lp["tokens"]]
-        out.append((tokens, [float(x) for x in lp["token_logprobs"]]))
-    return out
-
-
-def _hf_logprobs(
-    ckpt: Path, prompt_ids: list[list[int]], continuations: list[list[int]]
-) -> list[list[float]]:
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).eval()
-    out = []
-    with torch.inference_mode():
-        for p, c in zip(prompt_ids, continuations, strict=True):
-            ids = torch.tensor([p + c])
-            logits = model(ids).logits[0, len(p) - 1 : -1].float()
-            lp = torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(c)[:, None])[:, 0]
-            out.append(lp.tolist())
-    return out
-
-
-def _max_diff(a: list[list[float]], b: list[list[float]]) -> float:
-    return max(abs(x - y) for ra, rb in zip(a, b, strict=True) for x, y in zip(ra, rb, strict=True))
 
 
 def _serving() -> ServingConfig:
@@ -285,10 +235,8 @@ def test_one_server_per_role_for_the_run_reloaded_in_place(
     vllm_env: tuple[FlowEnv, Path], tmp_path: Path
 ) -> None:
     """`rla run --preset test` with vLLM for 3 iterations starts one server per role (policy, reward
-    model), each reloaded in place between stages; a policy server killed by pid between stages is
-    restarted and the run's artifacts equal the uninterrupted run's. After it, a reload of the policy
-    evaluate@3 was given into a server started on the bootstrap policy: vLLM's log-probs match
-    transformers' on the reloaded checkpoint and not on the previous one."""
+    model), each reloaded in place between stages (every lease proves the weights by hash); a policy server
+    killed by pid between stages is restarted and the run's artifacts equal the uninterrupted run's."""
     from tests.flows.test_ray_runs import assert_same_artifacts
     from tests.flows.test_reproducible import parquet_artifacts
 
@@ -327,36 +275,3 @@ def test_one_server_per_role_for_the_run_reloaded_in_place(
     whole, killed = (ArtifactStore(str(flow.base / f"run-servers-{r}")) for r in ("whole", "killed"))
     first_two = {k: v for k, v in parquet_artifacts(whole, "whole").items() if k[0] <= iterations["killed"]}
     assert_same_artifacts(first_two, parquet_artifacts(killed, "killed"))
-
-    manifests = whole.committed("whole")
-    # The server starts on the bootstrap policy (evaluate@0's) and reloads the trained one (evaluate@3's).
-    own_key, prev_key = (manifests[(it, "evaluate")].inputs["policy"] for it in (3, 0))
-    own, prev = (_checkpoint(whole, "whole", manifests, k) for k in (own_key, prev_key))
-    assert (own / "model.safetensors").read_bytes() != (prev / "model.safetensors").read_bytes()
-    from transformers import AutoTokenizer
-
-    from rla_core.models.server_pool import Action, run_servers
-
-    tok = AutoTokenizer.from_pretrained(own)
-    prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in FIXED_PROMPTS]
-    with run_servers(_serving(), runtime_dir=tmp_path / "check") as pool:
-        assert pool is not None
-        with pool.lease(prev, role="policy", serving=_serving()) as server:
-            started = _vllm_greedy(server, prompt_ids)
-        with pool.lease(own, role="policy", serving=_serving()) as server:
-            greedy = _vllm_greedy(server, prompt_ids)
-        assert pool.counts == {Action.START: 1, Action.RELOAD: 1}
-    # The server as started serves the bootstrap policy as transformers computes it ...
-    fresh = _max_diff([lp for _, lp in started], _hf_logprobs(prev, prompt_ids, [t for t, _ in started]))
-    assert fresh <= LOGPROB_TOL, f"started on the bootstrap policy: max |vLLM - transformers| = {fresh:.2e}"
-    # ... and after the reload the trained one, not the bootstrap one any more.
-    tokens = [t for t, _ in greedy]
-    vllm_lp = [lp for _, lp in greedy]
-    own_d = _max_diff(vllm_lp, _hf_logprobs(own, prompt_ids, tokens))
-    prev_d = _max_diff(vllm_lp, _hf_logprobs(prev, prompt_ids, tokens))
-    report = (
-        f"reloaded evaluate@3 policy: max |vLLM - transformers(own)| = {own_d:.2e}, (previous) = {prev_d:.2e}"
-    )
-    print(report)
-    assert own_d <= LOGPROB_TOL, report
-    assert prev_d >= CHANGED_MIN, report

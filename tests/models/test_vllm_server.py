@@ -102,22 +102,51 @@ def test_server_serving_another_model_is_refused(server: VllmServer) -> None:
     assert repr(wanted) in message and server.name in message and "refusing" in message
 
 
-def _greedy_logprobs(server: VllmServer, prompt: list[int]) -> list[float]:
+# Same fp32 weights, different kernels (vLLM's CPU attention vs eager PyTorch): measured max |Δ| ~1e-5.
+LOGPROB_TOL = 1e-3
+CHANGED_MIN = 0.05
+PROMPTS = [[5, 6, 7, 8, 9], [11, 3, 42, 7], [2, 90, 17, 17, 4, 60]]
+
+
+def _greedy(server: VllmServer, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
+    """Each prompt continued greedily for 6 tokens: (token ids, their log-probabilities)."""
     import httpx
 
-    body = {
-        "model": server.name, "prompt": prompt, "max_tokens": 6, "temperature": 0.0, "logprobs": 1,
-        "ignore_eos": True,
-    }  # fmt: skip
-    resp = httpx.post(f"{server.base_url}/completions", json=body, timeout=120.0)
-    assert resp.status_code == 200, resp.text
-    return [float(x) for x in resp.json()["choices"][0]["logprobs"]["token_logprobs"]]
+    out = []
+    for prompt in prompts:
+        body = {
+            "model": server.name, "prompt": prompt, "max_tokens": 6, "temperature": 0.0, "logprobs": 1,
+            "return_tokens_as_token_ids": True, "ignore_eos": True,
+        }  # fmt: skip
+        resp = httpx.post(f"{server.base_url}/completions", json=body, timeout=120.0)
+        assert resp.status_code == 200, resp.text
+        lp = resp.json()["choices"][0]["logprobs"]
+        tokens = [int(t.removeprefix("token_id:")) for t in lp["tokens"]]
+        out.append((tokens, [float(x) for x in lp["token_logprobs"]]))
+    return out
+
+
+def _hf_diff(ckpt: Path, served: list[tuple[list[int], list[float]]]) -> float:
+    """Max |served log-prob - transformers' (fp32) log-prob of the same token| on ``ckpt``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).eval()
+    worst = 0.0
+    with torch.inference_mode():
+        for prompt, (tokens, logprobs) in zip(PROMPTS, served, strict=True):
+            logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1].float()
+            lp = torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(tokens)[:, None])[:, 0]
+            worst = max(worst, *(abs(a - b) for a, b in zip(lp.tolist(), logprobs, strict=True)))
+    return worst
 
 
 def test_run_server_reloads_in_place_and_restarts_when_killed(tiny_model: Path, tmp_path: Path) -> None:
     """One policy server for three checkpoints in turn (start, reload, reload back: the log-probs of the
-    first checkpoint come back exactly), then killed by pid: the next lease restarts it. Nothing of any
-    server (process, pidfile, scratch directory with its IPC sockets) is left afterwards."""
+    first checkpoint come back exactly), then killed by pid: the next lease restarts it. After the reload,
+    vLLM's greedy log-probs match transformers' on the reloaded checkpoint (fp32, |Δ| <= LOGPROB_TOL) and
+    not on the one it started with (max |Δ| >= CHANGED_MIN). Nothing of any server (process, pidfile,
+    scratch directory with its IPC sockets) is left afterwards."""
     import os
     import signal
 
@@ -136,25 +165,33 @@ def test_run_server_reloads_in_place_and_restarts_when_killed(tiny_model: Path, 
         other / "model.safetensors", metadata={"format": "pt"},
     )  # fmt: skip
     runtime = tmp_path / "runtime"
-    prompt = [5, 6, 7, 8, 9]
     with run_servers(SERVING, runtime_dir=runtime) as pool:
         assert pool is not None
         with pool.lease(tiny_model, role="policy", serving=SERVING) as server:
-            first = _greedy_logprobs(server, prompt)
+            first = _greedy(server, PROMPTS)
             scratch = server.group.scratch
             assert scratch is not None and scratch.is_dir()
         with pool.lease(other, role="policy", serving=SERVING) as reloaded:
             assert reloaded is server and server.weights_hash() == weights_hash(other)
-            changed = _greedy_logprobs(server, prompt)
+            changed = _greedy(server, PROMPTS)
         with pool.lease(tiny_model, role="policy", serving=SERVING) as back:
-            assert back is server and _greedy_logprobs(server, prompt) == first
-        assert max(abs(a - b) for a, b in zip(first, changed, strict=True)) > 0.05
+            assert back is server and _greedy(server, PROMPTS) == first
         os.killpg(server.group.pgid, signal.SIGKILL)
         server.group.proc.wait(timeout=30)
         with pool.lease(other, role="policy", serving=SERVING) as restarted:
-            assert restarted is not server and _greedy_logprobs(restarted, prompt) == changed
+            assert restarted is not server and _greedy(restarted, PROMPTS) == changed
         assert pool.counts == {Action.START: 1, Action.RELOAD: 2, Action.RESTART: 1}
     assert not group_members(restarted.group.pgid) and not group_members(server.group.pgid)
     assert not list(runtime.glob(f"{KIND}-*.json")), "a pidfile outlived the pool"
     assert not scratch.exists() and restarted.group.scratch is not None
     assert not restarted.group.scratch.exists(), "a server's scratch directory outlived it"
+
+    # The server as started serves its checkpoint as transformers computes it; after the reload, the other.
+    fresh = _hf_diff(tiny_model, first)
+    own, previous = _hf_diff(other, changed), _hf_diff(tiny_model, changed)
+    report = (
+        f"max |vLLM - transformers|: started {fresh:.2e}; reloaded: own {own:.2e}, previous {previous:.2e}"
+    )
+    print(report)
+    assert fresh <= LOGPROB_TOL and own <= LOGPROB_TOL, report
+    assert previous >= CHANGED_MIN, report
