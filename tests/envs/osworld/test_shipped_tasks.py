@@ -3,7 +3,7 @@
 Real desktops, OSWorld's own DesktopEnv set-up, getters and metrics; the solution is played through the
 candidate actions a policy sees (so each of its actions must be offered). The chrome tasks run Debian's
 Chromium as ``google-chrome`` and are evaluated through its debugging port (playwright over the desktop's
-forward) and the accessibility tree. Marked slow: 48 episodes on two desktops, measured time in
+forward) and the accessibility tree. Marked slow: 48 episodes on three desktops, measured time in
 docs/osworld.md.
 """
 
@@ -33,7 +33,7 @@ def test_every_shipped_variant_scores_1_solved_and_0_untouched(tmp_path: Path) -
     ]
     assert len(variants) >= 12 and sum(t["id"].startswith("rla-chrome-") for t in variants) >= 6
     with OsworldEnv(
-        desktops=2, cache_dir=tmp_path / "cache", max_steps=5, runtime_dir=tmp_path / "rt"
+        desktops=3, cache_dir=tmp_path / "cache", max_steps=5, runtime_dir=tmp_path / "rt"
     ) as env:
 
         def play(spec: dict[str, Any]) -> tuple[str, bool, float | None, float | None]:
@@ -50,6 +50,6 @@ def test_every_shipped_variant_scores_1_solved_and_0_untouched(tmp_path: Path) -
             untouched.close()
             return f"{spec['id']}/{current_key(spec)}", offered, episode.score, untouched.score
 
-        with ThreadPoolExecutor(max_workers=2) as pool:
+        with ThreadPoolExecutor(max_workers=3) as pool:
             results = list(pool.map(play, variants))
     assert [r for r in results if r[1:] != (True, 1.0, 0.0)] == []
