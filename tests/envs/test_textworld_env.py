@@ -45,7 +45,7 @@ def test_observations_are_compact(env: TextWorldEnv) -> None:
     episode = env.open(ONE_STEP, seed=0)
     try:
         assert "$$" not in episode.observation and "\n" not in episode.observation
-        assert len(episode.observation) <= env.max_observation_chars + 4  # + " ..."
+        assert len(episode.observation) <= env.limits.observation_chars + 4  # + " ..."
         assert episode.instruction and episode.instruction not in episode.observation
     finally:
         episode.close()
