@@ -21,7 +21,7 @@ from rla_core.algo.curriculum import PlayTask
 from rla_core.config import ModelsConfig, SamplingConfig
 from rla_core.envs.demos import corpus_texts
 from rla_core.envs.miniwob.env import MiniWobEnv
-from rla_core.envs.miniwob.pool import BrowserPool, chrome_processes
+from rla_core.envs.miniwob.pool import BrowserOptions, BrowserPool, chrome_processes
 from rla_core.envs.miniwob.tasks import load_specs
 from rla_core.envs.rollout import RolloutTimings, run_rollouts
 from rla_core.models.bootstrap import ensure_tiny_model
@@ -34,7 +34,7 @@ EPISODES = 52
 
 def solver_throughput(browsers: int, runtime: Path) -> float:
     """Episodes/s of scripted-solver episodes with ``browsers`` browsers and as many threads."""
-    with BrowserPool(size=browsers, runtime_dir=runtime) as pool:
+    with BrowserPool(BrowserOptions(size=browsers, runtime_dir=runtime)) as pool:
         env = MiniWobEnv(pool)
         specs = load_specs(DATA / "train.jsonl", known_tasks=env.known_tasks)
         env.solve(specs[0])  # warm: start the first browser outside the timing
@@ -65,7 +65,7 @@ def main() -> None:
         for browsers in (1, 2, 4):
             rate = solver_throughput(browsers, runtime)
             print(f"solver episodes/s with {browsers} browser(s): {rate:.2f}")
-        with MiniWobEnv(pool_size=1, runtime_dir=runtime) as env:
+        with MiniWobEnv(browsers=BrowserOptions(size=1, runtime_dir=runtime)) as env:
             specs = load_specs(DATA / "train.jsonl", known_tasks=env.known_tasks)[:3]
             model = ensure_tiny_model(
                 "gui-bench", corpus=corpus_texts(env, specs), cache_dir=Path(tmp) / "models"

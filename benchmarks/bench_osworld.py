@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rla_core.envs.desktop.desktop import Desktop
-from rla_core.envs.desktop.pool import DesktopPool
+from rla_core.envs.desktop.pool import DesktopOptions, DesktopPool
 from rla_core.envs.desktop.provider import install, make_env
 
 TASK: dict[str, Any] = {
@@ -148,7 +148,7 @@ def main() -> None:
     for n in (1, 2):
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.monotonic()
-            pool = DesktopPool(size=n, runtime_dir=Path(tmp))
+            pool = DesktopPool(DesktopOptions(size=n, runtime_dir=Path(tmp)))
             start_s = time.monotonic() - t0
             try:
                 desktops = pool.desktops()

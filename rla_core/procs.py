@@ -37,6 +37,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +320,29 @@ def machine_slots(mib_each: int) -> int:
             if line.startswith("MemAvailable:"):
                 avail_mib = int(line.split()[1]) // 1024
     return max(1, min(cores, avail_mib // mib_each))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolOptions:
+    """The options every pool of local helpers takes (the MiniWoB++ browser pool, the desktop pool): how
+    many members run at most and where their pidfiles live. Each pool's own options extend it.
+
+    Example:
+        >>> PoolOptions(size=2).members(mib_each=400)
+        2
+    """
+
+    size: int | None = None  # None: as many as the machine holds (machine_slots of one member's MiB)
+    runtime_dir: Path | None = None  # pidfiles (and browser profiles); None: default_runtime_dir(<kind>)
+
+    def __post_init__(self) -> None:
+        if self.size is not None and self.size < 1:
+            raise ValueError(f"pool size {self.size} must be at least 1 (None: as many as the machine holds)")
+
+    def members(self, *, mib_each: int) -> int:
+        """``size``, or :func:`machine_slots` of ``mib_each`` MiB when it is None."""
+        return self.size if self.size is not None else machine_slots(mib_each)
+
+    def directory(self, kind: str) -> Path:
+        """``runtime_dir``, or :func:`default_runtime_dir` of ``kind`` when it is None."""
+        return self.runtime_dir if self.runtime_dir is not None else default_runtime_dir(kind)

@@ -18,20 +18,14 @@ from tasks.stage import StageContext, StageRef, signal_frames, stage
 
 @stage(StageName.ADAPT, inputs=AdaptInputs)
 def adapt(
-    ctx: StageContext[AdaptInputs],
-    *,
-    rollouts: StageRef,
-    tasks: StageRef,
-    models: StageRef,
-    judgments: StageRef | None = None,
-    unit_tests: StageRef | None = None,
-    executions: StageRef | None = None,
+    ctx: StageContext[AdaptInputs], *, tasks: StageRef, models: StageRef, **signals: StageRef
 ) -> dict[str, float]:
-    """Write 'proposals' (every candidate, valid or not, with reasons) and the updated 'tasks' registry."""
+    """Write 'proposals' (every candidate, valid or not, with reasons) and the updated 'tasks' registry.
+
+    ``signals``: the rollouts and the setting's reward-model signals, as :func:`tasks.stage.signal_frames`
+    names them."""
     cfg = ctx.inputs
-    frames = signal_frames(
-        ctx, rollouts=rollouts, judgments=judgments, unit_tests=unit_tests, executions=executions
-    )
+    frames = signal_frames(ctx, **signals)
     registry = TaskRegistry.from_events(ctx.read(tasks, "tasks"))
     targets = rewrite_targets(
         registry, task_accuracy(frames["rollouts"]), cfg=cfg.adaptation, iteration=ctx.iteration

@@ -12,20 +12,13 @@ from tasks.stage import StageContext, StageRef, signal_frames, stage
 
 
 @stage(StageName.LABEL, inputs=LabelInputs)
-def label(
-    ctx: StageContext[LabelInputs],
-    *,
-    rollouts: StageRef,
-    tasks: StageRef,
-    judgments: StageRef | None = None,
-    unit_tests: StageRef | None = None,
-    executions: StageRef | None = None,
-) -> dict[str, float]:
-    """Write 'decisions', the updated 'tasks' registry, 'policy_samples' and 'reward_samples'."""
+def label(ctx: StageContext[LabelInputs], *, tasks: StageRef, **signals: StageRef) -> dict[str, float]:
+    """Write 'decisions', the updated 'tasks' registry, 'policy_samples' and 'reward_samples'.
+
+    ``signals``: the rollouts and the setting's reward-model signals, as :func:`tasks.stage.signal_frames`
+    names them."""
     cfg = ctx.inputs
-    frames = signal_frames(
-        ctx, rollouts=rollouts, judgments=judgments, unit_tests=unit_tests, executions=executions
-    )
+    frames = signal_frames(ctx, **signals)
     acc = task_accuracy(frames["rollouts"])
     registry, decisions = decide_pending(
         TaskRegistry.from_events(ctx.read(tasks, "tasks")), acc, cfg=cfg.adaptation, iteration=ctx.iteration

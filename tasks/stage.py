@@ -195,12 +195,14 @@ def signal_frames(
     ctx: StageContext,
     *,
     rollouts: StageRef,
-    judgments: StageRef | None,
-    unit_tests: StageRef | None,
-    executions: StageRef | None,
+    judgments: StageRef | None = None,
+    unit_tests: StageRef | None = None,
+    executions: StageRef | None = None,
 ) -> dict[str, pl.DataFrame]:
     """The frames the label and adapt stages read: rollouts plus the setting's reward-model signals.
 
+    The one declaration of those stages' signal inputs: they take them as ``**signals`` and pass them on
+    here (the flow hands both the same ones), so a name this signature does not know fails here.
     Coding executions are the GT runs written by the rollout stage plus the generated-test runs.
     """
     frames = {"rollouts": ctx.read(rollouts, "rollouts")}

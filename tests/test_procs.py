@@ -146,3 +146,13 @@ def test_machine_slots_is_the_smaller_of_cores_and_memory_at_least_one(
     assert procs.machine_slots(2000) == 1  # 0 by memory: at least one
     meminfo["text"] = "MemTotal: 8000000 kB\n"  # no MemAvailable line: the cores decide
     assert procs.machine_slots(300) == 8
+
+
+def test_pool_options_resolve_size_and_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(procs, "machine_slots", lambda mib_each: 1200 // mib_each)
+    assert procs.PoolOptions().members(mib_each=300) == 4  # unset: what the machine holds
+    assert procs.PoolOptions(size=2).members(mib_each=300) == 2  # set: as given
+    assert procs.PoolOptions(runtime_dir=tmp_path).directory("demo") == tmp_path
+    assert procs.PoolOptions().directory("demo") == procs.default_runtime_dir("demo")
+    with pytest.raises(ValueError, match="pool size 0 must be at least 1"):
+        procs.PoolOptions(size=0)

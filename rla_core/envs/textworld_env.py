@@ -18,7 +18,7 @@ a half-written game is never visible and concurrent writers do not collide.
 
 Episodes report ``won`` from the engine, present admissible commands in sorted order (seeds reproduce),
 compact observations for tiny models (no ASCII banner, no status line, at most
-``max_observation_chars``), and expose ``policy_commands`` as :meth:`TextWorldEpisode.expert_actions`.
+``limits.observation_chars``: :class:`TextLimits`), and expose ``policy_commands`` as :meth:`TextWorldEpisode.expert_actions`.
 
 Example:
     >>> env = TextWorldEnv(cache_dir=Path(".cache/games"))  # doctest: +SKIP
@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -107,12 +108,37 @@ def compact_text(text: str, *, max_chars: int) -> str:
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class TextLimits:
+    """How much prose a text-game episode shows a tiny model (TextWorld and ALFWorld, each with its own
+    defaults): its instruction and every observation are compacted (:func:`compact_text`) to these caps.
+
+    Example:
+        >>> TextLimits(observation_chars=8, instruction_chars=100).observation("aaa bbb ccc")
+        'aaa bbb ...'
+    """
+
+    observation_chars: int
+    instruction_chars: int
+
+    def observation(self, text: str) -> str:
+        """``text`` compacted to at most ``observation_chars`` (plus " ..." when cut)."""
+        return compact_text(text, max_chars=self.observation_chars)
+
+    def instruction(self, text: str) -> str:
+        """``text`` compacted to at most ``instruction_chars`` (plus " ..." when cut)."""
+        return compact_text(text, max_chars=self.instruction_chars)
+
+
+TEXTWORLD_LIMITS = TextLimits(observation_chars=240, instruction_chars=400)
+
+
 class TextWorldEpisode:
     """One running TextWorld game (implements :class:`rla_core.envs.base.Episode`)."""
 
     observation_ref: str | None = None  # text observations only
 
-    def __init__(self, game_file: Path, *, max_observation_chars: int, max_instruction_chars: int) -> None:
+    def __init__(self, game_file: Path, *, limits: TextLimits) -> None:
         import textworld
 
         infos = textworld.EnvInfos(
@@ -124,14 +150,14 @@ class TextWorldEpisode:
             objective=True,
             extras=["walkthrough"],
         )
-        self._max_chars = max_observation_chars
+        self._limits = limits
         self._env = textworld.start(str(game_file), infos)
         state = self._env.reset()
         objective = str(state.get("objective") or "")
-        self.instruction: str = compact_text(objective, max_chars=max_instruction_chars)
+        self.instruction: str = limits.instruction(objective)
         # The opening text repeats the objective; the instruction already carries it.
         opening = str(state.feedback).replace(objective, " ")
-        self.observation: str = compact_text(opening, max_chars=max_observation_chars)
+        self.observation: str = limits.observation(opening)
         self.walkthrough: list[str] = list(state.get("extra.walkthrough") or [])
         self.won = False
         self.done = False
@@ -150,7 +176,7 @@ class TextWorldEpisode:
         state, _score, done = self._env.step(action)
         self.won = bool(state.get("won"))
         self.done = bool(done or self.won or state.get("lost"))
-        self.observation = compact_text(str(state.feedback), max_chars=self._max_chars) or "Nothing happens."
+        self.observation = self._limits.observation(str(state.feedback)) or "Nothing happens."
         self._absorb(state)
         if self.done:
             self.admissible_actions = []
@@ -171,12 +197,9 @@ class TextWorldEnv:
 
     name = "textworld"
 
-    def __init__(
-        self, cache_dir: Path, *, max_observation_chars: int = 240, max_instruction_chars: int = 400
-    ) -> None:
+    def __init__(self, cache_dir: Path, *, limits: TextLimits = TEXTWORLD_LIMITS) -> None:
         self.cache_dir = Path(cache_dir)
-        self.max_observation_chars = max_observation_chars
-        self.max_instruction_chars = max_instruction_chars
+        self.limits = limits
 
     def validate_spec(self, spec: dict[str, Any]) -> None:
         """Raise EnvironmentSpecError when ``spec`` has wrong keys, types or out-of-range values."""
@@ -201,11 +224,7 @@ class TextWorldEnv:
     def open(self, spec: dict[str, Any], *, seed: int) -> TextWorldEpisode:
         """Start an episode. TextWorld games are deterministic, so ``seed`` does not change the game."""
         del seed  # the game is fixed by spec["seed"]; the policy's sampling carries the episode seed
-        return TextWorldEpisode(
-            self.game_file(spec),
-            max_observation_chars=self.max_observation_chars,
-            max_instruction_chars=self.max_instruction_chars,
-        )
+        return TextWorldEpisode(self.game_file(spec), limits=self.limits)
 
     def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
         """The game's walkthrough (one winning command sequence)."""

@@ -61,12 +61,10 @@ class MiniWobSetting:
     @contextmanager
     def env(self, section: GuiEnv, *, screenshot_dir: Path | None = None) -> Iterator[MiniWobEnv]:
         from rla_core.envs.miniwob.env import MiniWobEnv
+        from rla_core.envs.miniwob.pool import BrowserOptions
 
-        with MiniWobEnv(
-            pool_size=section.browsers or None,
-            call_timeout_s=section.call_timeout_s,
-            screenshot_dir=screenshot_dir,
-        ) as env:
+        browsers = BrowserOptions(size=section.browsers or None, call_timeout_s=section.call_timeout_s)
+        with MiniWobEnv(browsers=browsers, screenshot_dir=screenshot_dir) as env:
             yield env
 
     def _specs(self, path: str | Path) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rla_core.envs.textworld_env import TextWorldEnv, compact_text, spec_hash
+from rla_core.envs.textworld_env import TextLimits, TextWorldEnv, compact_text, spec_hash
 from rla_core.errors import EnvironmentSpecError
 from tests.envs.conftest import ONE_STEP, TWO_STEP
 
@@ -45,7 +45,7 @@ def test_observations_are_compact(env: TextWorldEnv) -> None:
     episode = env.open(ONE_STEP, seed=0)
     try:
         assert "$$" not in episode.observation and "\n" not in episode.observation
-        assert len(episode.observation) <= env.max_observation_chars + 4  # + " ..."
+        assert len(episode.observation) <= env.limits.observation_chars + 4  # + " ..."
         assert episode.instruction and episode.instruction not in episode.observation
     finally:
         episode.close()
@@ -88,3 +88,9 @@ def test_check_winnable_reports_invalid_spec(env: TextWorldEnv) -> None:
     assert env.check_winnable(ONE_STEP) is None
     reason = env.check_winnable({**ONE_STEP, "world_size": 9})
     assert reason is not None and "outside [1, 6]" in reason
+
+
+def test_text_limits_cap_observation_and_instruction_separately() -> None:
+    limits = TextLimits(observation_chars=8, instruction_chars=6)
+    assert limits.observation("aaa bbb ccc") == compact_text("aaa bbb ccc", max_chars=8) == "aaa bbb ..."
+    assert limits.instruction("aaa bbb ccc") == compact_text("aaa bbb ccc", max_chars=6) == "aaa ..."

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from rla_core.envs.miniwob.env import MiniWobEnv
+from rla_core.envs.miniwob.pool import BrowserOptions
 from tests.recorded import RecordedGenerator  # noqa: F401  (re-exported for the GUI tests)
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gui"
@@ -29,7 +30,9 @@ def gui_runtime(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def env(gui_runtime: Path) -> Iterator[MiniWobEnv]:
     """One browser for the whole session (page loads are ~0.1 s, a browser start ~1 s)."""
-    with MiniWobEnv(pool_size=1, runtime_dir=gui_runtime, call_timeout_s=10.0) as environment:
+    with MiniWobEnv(
+        browsers=BrowserOptions(size=1, runtime_dir=gui_runtime, call_timeout_s=10.0)
+    ) as environment:
         yield environment
 
 

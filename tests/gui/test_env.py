@@ -11,6 +11,7 @@ from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig
 from rla_core.envs.demos import policy_demos
 from rla_core.envs.miniwob.env import MiniWobEnv
+from rla_core.envs.miniwob.pool import BrowserOptions
 from rla_core.envs.miniwob.tasks import load_specs
 from rla_core.envs.prompts import render_policy_prompt
 from rla_core.envs.rollout import GenerationMode, run_rollouts
@@ -177,7 +178,9 @@ def test_policy_demos_reuse_the_shared_helpers(env: MiniWobEnv) -> None:
 
 
 def test_screenshots_are_png_paths(gui_runtime: Path, tmp_path: Path) -> None:
-    with MiniWobEnv(pool_size=1, runtime_dir=gui_runtime, screenshot_dir=tmp_path / "shots") as shot_env:
+    with MiniWobEnv(
+        browsers=BrowserOptions(size=1, runtime_dir=gui_runtime), screenshot_dir=tmp_path / "shots"
+    ) as shot_env:
         episode = shot_env.play(spec("click-test"), [])
         assert len(episode.screenshots) == 1
         assert Path(episode.screenshots[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

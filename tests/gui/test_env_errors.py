@@ -11,6 +11,7 @@ from rla_core.algo.curriculum import PlayTask
 from rla_core.algo.labels import policy_samples, task_accuracy
 from rla_core.config import RewardConfig, SamplingConfig
 from rla_core.envs.miniwob.env import MiniWobEnv
+from rla_core.envs.miniwob.pool import BrowserOptions
 from rla_core.envs.rollout import play_rollouts, run_rollouts
 from rla_core.models.generator import Generation
 from rla_core.schemas import empty_frame
@@ -43,7 +44,7 @@ def test_a_browser_killed_mid_episode_is_recorded_replayed_and_not_trained_on(tm
         tasks=(PlayTask("cb", "cb", False, spec("click-button", seed=1)),), n=2, max_steps=2,
         sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2, env_retries=2,
     )  # fmt: skip
-    with MiniWobEnv(pool_size=2, runtime_dir=tmp_path, call_timeout_s=10.0) as env:
+    with MiniWobEnv(browsers=BrowserOptions(size=2, runtime_dir=tmp_path, call_timeout_s=10.0)) as env:
         gen = KillOnce([r"\boxed{0}"] * 8, env, at=0)
         first = run_rollouts(request, env=env, generator=gen)
         assert gen.killed is not None and alive(gen.killed) == []

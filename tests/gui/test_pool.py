@@ -14,7 +14,7 @@ import pytest
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig
 from rla_core.envs.miniwob.env import MiniWobEnv
-from rla_core.envs.miniwob.pool import BrowserPool, chrome_processes
+from rla_core.envs.miniwob.pool import BrowserOptions, BrowserPool, chrome_processes
 from rla_core.envs.miniwob.tasks import default_html_dir
 from rla_core.envs.rollout import run_rollouts
 from rla_core.errors import BrowserError, BrowserStartError
@@ -30,14 +30,17 @@ def alive(pgid: int) -> list[int]:
 
 
 def test_normal_exit_and_exception_leave_no_process(tmp_path: Path) -> None:
-    with BrowserPool(size=2, runtime_dir=tmp_path) as pool:
+    with BrowserPool(BrowserOptions(size=2, runtime_dir=tmp_path)) as pool:
         first, second = pool.open_tab(CLICK_TEST), pool.open_tab(CLICK_TEST)
         groups = pool.pgids()
         assert len(groups) == 2 and first.browser is not second.browser  # least-loaded placement
         assert all(alive(g) for g in groups)
     assert [alive(g) for g in groups] == [[], []]
     assert list(tmp_path.glob("pool-*.json")) == []
-    with pytest.raises(RuntimeError, match="boom"), BrowserPool(size=1, runtime_dir=tmp_path) as pool:
+    with (
+        pytest.raises(RuntimeError, match="boom"),
+        BrowserPool(BrowserOptions(size=1, runtime_dir=tmp_path)) as pool,
+    ):
         pool.open_tab(CLICK_TEST)
         groups = pool.pgids()
         raise RuntimeError("boom")
@@ -47,8 +50,8 @@ def test_normal_exit_and_exception_leave_no_process(tmp_path: Path) -> None:
 _OWNER = """
 import sys, time
 from pathlib import Path
-from rla_core.envs.miniwob.pool import BrowserPool
-pool = BrowserPool(size=1, runtime_dir=Path(sys.argv[1]))
+from rla_core.envs.miniwob.pool import BrowserOptions, BrowserPool
+pool = BrowserPool(BrowserOptions(size=1, runtime_dir=Path(sys.argv[1])))
 pool.open_tab(sys.argv[2])
 print(pool.pgids()[0], flush=True)
 time.sleep(600)
@@ -65,7 +68,7 @@ def test_sigkilled_owner_is_reaped_by_the_next_pool(tmp_path: Path) -> None:
     owner.wait(timeout=10)
     # nothing ran the owner's cleanup: its browser is orphaned and its pidfile remains
     assert alive(pgid) and len(list(tmp_path.glob("pool-*.json"))) == 1
-    with BrowserPool(size=1, runtime_dir=tmp_path) as pool:
+    with BrowserPool(BrowserOptions(size=1, runtime_dir=tmp_path)) as pool:
         assert pool.reaped == [pgid]
         assert alive(pgid) == []
     assert list(tmp_path.glob("pool-*.json")) == []
@@ -74,7 +77,7 @@ def test_sigkilled_owner_is_reaped_by_the_next_pool(tmp_path: Path) -> None:
 def test_bogus_browser_binary_is_a_specific_error(tmp_path: Path) -> None:
     missing = str(tmp_path / "no-chromium")
     with (
-        BrowserPool(size=1, runtime_dir=tmp_path, chrome_binary=missing) as pool,
+        BrowserPool(BrowserOptions(size=1, runtime_dir=tmp_path, chrome_binary=missing)) as pool,
         pytest.raises(BrowserStartError, match=r"Chromium binary '.*no-chromium' does not exist"),
     ):
         pool.open_tab(CLICK_TEST)
@@ -82,7 +85,7 @@ def test_bogus_browser_binary_is_a_specific_error(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\nexit 3\n")
     fake.chmod(0o755)
     with (
-        BrowserPool(size=1, runtime_dir=tmp_path, chrome_binary=str(fake)) as pool,
+        BrowserPool(BrowserOptions(size=1, runtime_dir=tmp_path, chrome_binary=str(fake))) as pool,
         pytest.raises(BrowserStartError, match=r"Chromium '.*fake-chromium' failed to start"),
     ):
         pool.open_tab(CLICK_TEST)
@@ -107,7 +110,9 @@ def test_hung_page_ends_the_episode_as_an_env_error_within_the_timeout(tmp_path:
     (html / "miniwob").mkdir(parents=True)
     (html / "core").symlink_to(default_html_dir() / "core")
     (html / "miniwob" / "hang.html").write_text(_HANG)
-    with MiniWobEnv(html_dir=html, pool_size=1, runtime_dir=tmp_path / "rt", call_timeout_s=2.0) as env:
+    with MiniWobEnv(
+        html_dir=html, browsers=BrowserOptions(size=1, runtime_dir=tmp_path / "rt", call_timeout_s=2.0)
+    ) as env:
         started = time.perf_counter()
         frame = run_rollouts(
             RolloutRequest(
@@ -134,7 +139,7 @@ def test_hung_page_ends_the_episode_as_an_env_error_within_the_timeout(tmp_path:
 
 
 def test_dead_browser_calls_raise(tmp_path: Path) -> None:
-    with BrowserPool(size=1, runtime_dir=tmp_path) as pool:
+    with BrowserPool(BrowserOptions(size=1, runtime_dir=tmp_path)) as pool:
         tab = pool.open_tab(CLICK_TEST)
         tab.browser.kill("test")
         with pytest.raises(BrowserError, match="is dead: test"):

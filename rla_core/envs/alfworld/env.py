@@ -54,7 +54,7 @@ from rla_core.envs.alfworld.generator import generate_game
 from rla_core.envs.alfworld.published import load_published, published_key
 from rla_core.envs.alfworld.spec import canonical_spec, parse_generated
 from rla_core.envs.base import StepResult
-from rla_core.envs.textworld_env import compact_text
+from rla_core.envs.textworld_env import TextLimits
 from rla_core.errors import EnvironmentSpecError
 from rla_core.store import publish_dir
 
@@ -192,19 +192,18 @@ class AlfworldEpisode:
         engine: _Engine,
         plans: PlanCache,
         release: Callable[[_Engine], None],
-        max_observation_chars: int,
-        max_instruction_chars: int,
+        limits: TextLimits,
     ) -> None:
         self._engine = engine
         self._plans = plans
         self._release = release
         self._game = game_key(game)
-        self._max_chars = max_observation_chars
+        self._limits = limits
         state = engine.load(game)
         text = _BANNER.sub("", str(state.feedback))
         head, sep, task = text.rpartition("Your task is to:")
-        self.instruction: str = compact_text(task.strip() if sep else "", max_chars=max_instruction_chars)
-        self.observation: str = compact_text(head if sep else text, max_chars=max_observation_chars)
+        self.instruction: str = limits.instruction(task.strip() if sep else "")
+        self.observation: str = limits.observation(head if sep else text)
         self.walkthrough: list[str] = list(game.get("walkthrough") or [])
         self.admissible_actions: list[str] = sorted(set(state.get("admissible_commands") or []))
         self.won = bool(state.get("won"))
@@ -230,7 +229,7 @@ class AlfworldEpisode:
             self._plans.stats.tails += 1
         self.won = bool(state.get("won"))
         self.done = self.won
-        self.observation = compact_text(str(state.feedback), max_chars=self._max_chars) or "Nothing happens."
+        self.observation = self._limits.observation(str(state.feedback)) or "Nothing happens."
         self.admissible_actions = [] if self.done else sorted(set(state.get("admissible_commands") or []))
         return StepResult(observation=self.observation, done=self.done, won=self.won)
 
@@ -262,17 +261,17 @@ class AlfworldEpisode:
             self._release(self._engine)
 
 
+ALFWORLD_LIMITS = TextLimits(observation_chars=400, instruction_chars=200)
+
+
 class AlfworldEnv:
     """ALFWorld-style games (implements :class:`rla_core.envs.base.Environment`)."""
 
     name = "alfworld"
 
-    def __init__(
-        self, cache_dir: Path, *, max_observation_chars: int = 400, max_instruction_chars: int = 200
-    ) -> None:
+    def __init__(self, cache_dir: Path, *, limits: TextLimits = ALFWORLD_LIMITS) -> None:
         self.cache_dir = Path(cache_dir)
-        self.max_observation_chars = max_observation_chars
-        self.max_instruction_chars = max_instruction_chars
+        self.limits = limits
         self.plans = PlanCache()
         self._games: dict[str, dict[str, Any]] = {}
 
@@ -358,8 +357,7 @@ class AlfworldEnv:
                 engine=engine,
                 plans=self.plans,
                 release=self._give_back,
-                max_observation_chars=self.max_observation_chars,
-                max_instruction_chars=self.max_instruction_chars,
+                limits=self.limits,
             )
         except BaseException:
             self._give_back(engine)

@@ -11,7 +11,7 @@ No orphaned processes or state: each desktop records its process group in a pidf
 ``runtime_dir`` reaps them (:func:`~rla_core.envs.desktop.desktop.reap_stale_desktops`).
 
 Example:
-    >>> with DesktopPool(size=2) as pool:  # doctest: +SKIP
+    >>> with DesktopPool(DesktopOptions(size=2)) as pool:  # doctest: +SKIP
     ...     with pool.desktop() as d:
     ...         env = make_env(d, stop_on_close=False)
 """
@@ -23,6 +23,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from rla_core import procs
@@ -32,27 +33,23 @@ from rla_core.errors import ProcessError
 MIB_PER_DESKTOP = 300  # measured ~180-200 MiB for an idle desktop; headroom for one application
 
 
-def default_pool_size() -> int:
-    """Desktops the machine can hold (:func:`rla_core.procs.machine_slots` of MIB_PER_DESKTOP)."""
-    return procs.machine_slots(MIB_PER_DESKTOP)
+@dataclass(frozen=True, kw_only=True)
+class DesktopOptions(procs.PoolOptions):
+    """A desktop pool's options: the pool's size and runtime directory (:class:`rla_core.procs.PoolOptions`,
+    default size: the desktops of MIB_PER_DESKTOP the machine holds), then each desktop's own."""
+
+    state_root: Path | None = None
+    screen: tuple[int, int] = (1280, 720)
+    timeout_s: float = 60.0  # each desktop's start
 
 
 class DesktopPool:
     """``size`` running desktops; :meth:`acquire` / :meth:`release` (or :meth:`desktop`) per episode."""
 
-    def __init__(
-        self,
-        size: int | None = None,
-        *,
-        runtime_dir: Path | None = None,
-        state_root: Path | None = None,
-        screen: tuple[int, int] = (1280, 720),
-        timeout_s: float = 60.0,
-    ) -> None:
-        self.size = size if size is not None else default_pool_size()
-        if self.size < 1:
-            raise ProcessError(f"a desktop pool needs size >= 1, got {self.size}")
-        self.runtime_dir = runtime_dir if runtime_dir is not None else procs.default_runtime_dir("desktop")
+    def __init__(self, options: DesktopOptions | None = None) -> None:
+        options = options if options is not None else DesktopOptions()
+        self.size = options.members(mib_each=MIB_PER_DESKTOP)
+        self.runtime_dir = options.directory("desktop")
         self._cond = threading.Condition()
         self._free: list[Desktop] = []
         self._busy: list[Desktop] = []
@@ -61,7 +58,10 @@ class DesktopPool:
 
         def start(_: int) -> Desktop:
             return Desktop.start(
-                runtime_dir=self.runtime_dir, state_root=state_root, screen=screen, timeout_s=timeout_s
+                runtime_dir=self.runtime_dir,
+                state_root=options.state_root,
+                screen=options.screen,
+                timeout_s=options.timeout_s,
             )
 
         started: list[Desktop] = []

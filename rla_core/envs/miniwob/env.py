@@ -18,7 +18,7 @@ an environment error and replays the episode in a new browser; it never hangs a 
 the policy's failure (docs/environment-errors.md).
 
 Example:
-    >>> with MiniWobEnv(pool_size=1) as env:  # doctest: +SKIP
+    >>> with MiniWobEnv(browsers=BrowserOptions(size=1)) as env:  # doctest: +SKIP
     ...     ep = env.open({"task": "click-test", "seed": 0, "hint_level": 0}, seed=0)
     ...     ep.step(ep.expert_actions()[0]).won
     True
@@ -41,7 +41,7 @@ from rla_core.envs.miniwob.dom import (
     parse_dom,
     render_observation,
 )
-from rla_core.envs.miniwob.pool import BrowserPool, Tab
+from rla_core.envs.miniwob.pool import BrowserOptions, BrowserPool, Tab
 from rla_core.envs.miniwob.solvers import has_solver, next_action
 from rla_core.envs.miniwob.tasks import available_tasks, check_spec, default_html_dir
 from rla_core.errors import BrowserError, BrowserStartError, BrowserTimeoutError, EnvironmentFault
@@ -199,7 +199,9 @@ class MiniWobEpisode(GuiEpisode):
 
 
 class MiniWobEnv(GuiEnvironment[MiniWobEpisode]):
-    """MiniWoB++ tasks (implements ``rla_core.envs.base.Environment``); owns its pool unless given one."""
+    """MiniWoB++ tasks (implements ``rla_core.envs.base.Environment``); owns its pool unless given one.
+
+    ``browsers``: the options of the pool it starts when it is given none."""
 
     name = "miniwob"
 
@@ -208,9 +210,7 @@ class MiniWobEnv(GuiEnvironment[MiniWobEpisode]):
         pool: BrowserPool | None = None,
         *,
         html_dir: Path | None = None,
-        pool_size: int | None = None,
-        runtime_dir: Path | None = None,
-        call_timeout_s: float = 10.0,
+        browsers: BrowserOptions | None = None,
         episode_ms: int = 3_600_000,
         screenshot_dir: Path | None = None,
         solver_max_steps: int = 12,
@@ -218,11 +218,7 @@ class MiniWobEnv(GuiEnvironment[MiniWobEpisode]):
         self.html_dir = html_dir if html_dir is not None else default_html_dir()
         self.known_tasks = available_tasks(self.html_dir)
         self._own_pool = pool is None
-        self.pool = (
-            pool
-            if pool is not None
-            else BrowserPool(size=pool_size, runtime_dir=runtime_dir, call_timeout_s=call_timeout_s)
-        )
+        self.pool = pool if pool is not None else BrowserPool(browsers)
         self.episode_ms = episode_ms
         super().__init__(screenshot_dir=screenshot_dir)
         self.solver_max_steps = solver_max_steps

@@ -17,7 +17,7 @@ Every browser call has a client-side timeout (``call_timeout_s``); a call that t
 browser (a hung renderer cannot be trusted again) and raises :class:`BrowserError`.
 
 Example:
-    >>> with BrowserPool(size=1, runtime_dir=Path("/tmp/rla-mw")) as pool:  # doctest: +SKIP
+    >>> with BrowserPool(BrowserOptions(size=1, runtime_dir=Path("/tmp/rla-mw"))) as pool:  # doctest: +SKIP
     ...     tab = pool.open_tab("file:///.../click-test.html")
 """
 
@@ -48,11 +48,6 @@ T = TypeVar("T")
 MIB_PER_BROWSER = 400
 PIDFILE_KIND = "pool"  # pidfiles pool-<owner pid>-<nonce>.json (rla_core.procs)
 POOL_FLAGS: tuple[str, ...] = ("--window-size=500,400",)  # on top of rla_core.envs.browser.CHROME_FLAGS
-
-
-def default_pool_size() -> int:
-    """Browsers the machine can hold (:func:`rla_core.procs.machine_slots` of MIB_PER_BROWSER)."""
-    return procs.machine_slots(MIB_PER_BROWSER)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -157,30 +152,34 @@ class Tab:
         return self.browser.call(self.handle, fn)
 
 
+@dataclass(frozen=True, kw_only=True)
+class BrowserOptions(procs.PoolOptions):
+    """A browser pool's options: the pool's size and runtime directory (:class:`rla_core.procs.PoolOptions`,
+    default size: the browsers of MIB_PER_BROWSER the machine holds), then the browser's own."""
+
+    # None: found on first use by rla_core.envs.browser.find_browser (Debian's paths, then PATH)
+    chrome_binary: str | None = None
+    chromedriver: str | None = None
+    call_timeout_s: float = 10.0  # every browser call's client-side timeout
+    start_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.call_timeout_s <= 0:
+            raise ValueError(f"call_timeout_s={self.call_timeout_s} must be positive")
+
+
 class BrowserPool:
     """Up to ``size`` headless Chromium browsers, started lazily, reused, always shut down."""
 
-    def __init__(
-        self,
-        *,
-        size: int | None = None,
-        runtime_dir: Path | None = None,
-        chrome_binary: str | None = None,
-        chromedriver: str | None = None,
-        call_timeout_s: float = 10.0,
-        start_timeout_s: float = 30.0,
-    ) -> None:
-        self.size = size if size is not None else default_pool_size()
-        if self.size < 1:
-            raise ValueError(f"pool size {self.size} must be at least 1")
-        if call_timeout_s <= 0:
-            raise ValueError(f"call_timeout_s={call_timeout_s} must be positive")
-        self.runtime_dir = runtime_dir if runtime_dir is not None else procs.default_runtime_dir("miniwob")
-        # None: found on first use by rla_core.envs.browser.find_browser (Debian's paths, then PATH)
-        self.chrome_binary = chrome_binary
-        self.chromedriver = chromedriver
-        self.call_timeout_s = call_timeout_s
-        self.start_timeout_s = start_timeout_s
+    def __init__(self, options: BrowserOptions | None = None) -> None:
+        options = options if options is not None else BrowserOptions()
+        self.size = options.members(mib_each=MIB_PER_BROWSER)
+        self.runtime_dir = options.directory("miniwob")
+        self.chrome_binary = options.chrome_binary  # the paths find_browser settles on at the first start
+        self.chromedriver = options.chromedriver
+        self.call_timeout_s = options.call_timeout_s
+        self.start_timeout_s = options.start_timeout_s
         self.browsers: list[Browser] = []
         self._lock = threading.Lock()
         self._closed = False

@@ -41,7 +41,7 @@ from typing import Any
 
 from rla_core.envs.base import EnvErrorKind
 from rla_core.envs.desktop.desktop import Desktop
-from rla_core.envs.desktop.pool import DesktopPool
+from rla_core.envs.desktop.pool import DesktopOptions, DesktopPool
 from rla_core.envs.gui_episode import GuiEnvironment, GuiEpisode
 from rla_core.envs.osworld import observe
 from rla_core.envs.osworld.tasks import (
@@ -267,7 +267,7 @@ class OsworldEnv(GuiEnvironment[OsworldEpisode]):
         self.max_clicks = max_clicks
         self.step_pause_s = step_pause_s
         super().__init__(screenshot_dir=screenshot_dir)
-        self.pool = DesktopPool(size=desktops or None, runtime_dir=runtime_dir)
+        self.pool = DesktopPool(DesktopOptions(size=desktops or None, runtime_dir=runtime_dir))
         self.executor = ThreadPoolExecutor(max_workers=self.pool.size, thread_name_prefix="osworld-reset")
         self._envs: dict[int, Any] = {}
 

@@ -14,7 +14,7 @@ import pytest
 
 from rla_core import procs
 from rla_core.envs.desktop.desktop import PIDFILE_KIND, Desktop, namespace_members
-from rla_core.envs.desktop.pool import DesktopPool
+from rla_core.envs.desktop.pool import DesktopOptions, DesktopPool
 from rla_core.errors import ProcessError
 from tests.envs.desktop.conftest import post, requires_desktop, sh
 
@@ -38,7 +38,7 @@ PY"""
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DesktopPool]:
     runtime = tmp_path_factory.mktemp("desktop-pool")
-    with DesktopPool(size=2, runtime_dir=runtime) as p:
+    with DesktopPool(DesktopOptions(size=2, runtime_dir=runtime)) as p:
         yield p
 
 
@@ -156,7 +156,7 @@ def test_pool_hands_out_each_desktop_once_and_resets_on_release(pool: DesktopPoo
 
 
 def test_closing_the_pool_leaves_nothing(tmp_path: Path) -> None:
-    pool = DesktopPool(size=1, runtime_dir=tmp_path)
+    pool = DesktopPool(DesktopOptions(size=1, runtime_dir=tmp_path))
     (d,) = pool.desktops()
     assert d.group is not None and d.pidns is not None
     pgid, pidns, state = d.group.pgid, d.pidns, d.state
