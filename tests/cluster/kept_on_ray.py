@@ -1,5 +1,6 @@
 """Probe :func:`rla_core.cluster.ray_session.keep_actors` on an embedded Ray: kept actors by key, a dead one
-replaced, all released at the end.
+replaced, a failed call's running shard ended by the release, all released at the end; then, on a Ray
+of 2 CPUs, two roles' kept actors taking turns.
 
 ``python -m tests.cluster.kept_on_ray REPORT``, started by tests/cluster/test_kept_actors.py inside a
 private network namespace that has only `lo` (``unshare -n``): the embedded Ray binds 127.0.0.1 and stops
@@ -59,6 +60,26 @@ def _fail_or_wait(shard: int) -> bool:
     return _closed.wait(timeout=120)
 
 
+def _take_turns(policy: ShardRequest, reward: ShardRequest) -> dict[str, Any]:
+    """On a Ray of 2 CPUs, 2 kept policy actors leave no room for a reward actor: each role's kept actors
+    are released when the other role's stage needs their room (as two roles' replicas on one GPU node)."""
+    import ray
+
+    from rla_core.cluster.ray_session import disconnect
+    from tests.cluster.kept_on_ray import _pid
+
+    disconnect()
+    ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+    small = CLUSTER.model_copy(update={"address": ray.get_runtime_context().gcs_address})
+    two = [(0,), (1,)]
+    with keep_actors() as kept:
+        turns: dict[str, Any] = {"policy": run_shards(small, _pid, two, request=policy, what="probe")}
+        turns["reward"] = run_shards(small, _pid, [(0,)], request=reward, what="probe")
+        turns["policy_again"] = run_shards(small, _pid, two, request=policy, what="probe")
+    turns["released"] = [[r.role, i, state["closed"]] for r, i, state in kept.released]
+    return turns
+
+
 def main() -> None:
     import ray
 
@@ -96,6 +117,7 @@ def main() -> None:
     report["alive"] = [
         a["Pid"] for a in ray._private.state.actors().values() if a["State"] == "ALIVE"
     ]  # no public API without the dashboard
+    report["turns"] = _take_turns(policy, reward)
     with open(sys.argv[1], "w") as out:
         json.dump(report, out)
 

@@ -50,3 +50,9 @@ def test_kept_actors_are_reused_by_key_replaced_when_dead_and_released_at_the_en
     assert released[("policy", 1)] == {"pid": first[1], "calls": 3, "closed": True}
     assert report["groups"] == ["REMOVED"]  # every placement group removed
     assert not set(report["alive"]) & {*first, *replaced, *report["reward"]}
+    # No room beside the other role's kept actors: they are released (cleanly) first, and start afresh.
+    turns = report["turns"]
+    assert not set(turns["policy_again"]) & set(turns["policy"])
+    assert turns["released"] == [
+        ["policy", 0, True], ["policy", 1, True], ["reward", 0, True], ["policy", 0, True], ["policy", 1, True],
+    ]  # fmt: skip
