@@ -299,9 +299,12 @@ def execute_run(
         say(non_default_line(cfg, origins))
         start_ephemeral_server()
         try:
-            # One vLLM server per role for the whole run (models.serving.lifetime), stopped at its end.
-            with run_servers(cfg.models.serving):
+            # One vLLM server per role for the whole run (models.serving.lifetime), and one per Ray replica
+            # when stages are sharded, stopped at its end.
+            with run_servers(cfg.models.serving) as pool:
                 training_loop(RunContext(run_id=run_id, config=cfg, tracker=tracker))
+            if pool is not None and (pool.counts or pool.replicas):
+                say(pool.summary())
         except BaseException:
             tracking.finish(tracker, status="FAILED")
             raise

@@ -298,7 +298,7 @@ class ServingConfig(_Section):
         description="'run': one vLLM server per role for the whole `rla run`, its weights reloaded in place "
         "when a stage's input checkpoint differs (its GPUs stay taken during the train stages); 'stage': "
         "a server per generating stage, stopped when the stage ends (the GPUs are free for training). "
-        "With cluster.backend=ray the shards' servers are per stage either way.",
+        "With cluster.backend=ray and 'run', each replica's actor is kept for the run with a server of its own.",
     )
 
 
@@ -819,6 +819,11 @@ class ClusterConfig(_Section):
     def most_actors(self) -> int:
         """The most shard actors one stage starts: what an embedded Ray is sized for."""
         return max([self.workers, *(n for n in self.replicas.model_dump().values() if n is not None)])
+
+    def kept_actors(self) -> int:
+        """The most replica actors a run keeps at once (vLLM with ``models.serving.lifetime: run``, each with
+        its own server: docs/gpus-and-scale.md#server-lifetime): one per replica of every role."""
+        return sum(self.replicas_for(role) for role in RoleReplicas.model_fields)
 
 
 class TrackingConfig(_Section):

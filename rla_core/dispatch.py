@@ -39,6 +39,7 @@ import polars as pl
 from rla_core.cluster.ray_session import ShardRequest
 from rla_core.config import ClusterBackend, ClusterConfig, Setting
 from rla_core.models.multimodal import ChatPrompts, Prompt
+from rla_core.models.server_pool import replica_hold
 from rla_core.schemas import validate
 from rla_core.settings import adapter_for, engine_of
 
@@ -53,9 +54,14 @@ __all__ = ["ShardedGenerator", "judge", "rollout", "shard_request", "stage_gener
 
 def shard_request(generator: GeneratorSpec) -> ShardRequest:
     """What a shard that opens ``generator`` asks of its actor: its torch threads, its role and, when it
-    serves with vLLM, that server's GPUs (the role's tensor-parallel size)."""
+    serves with vLLM, that server's GPUs (the role's tensor-parallel size) and, inside a run that keeps
+    its servers, a server pool of the actor's own kept across stages
+    (:func:`~rla_core.models.server_pool.replica_hold`: the shard's generator then leases from it)."""
     vllm_gpus = generator.tensor_parallel() if generator.serves_with_vllm() else None
-    return ShardRequest(threads=generator.threads, role=str(generator.role), vllm_gpus=vllm_gpus)
+    return ShardRequest(
+        threads=generator.threads, role=str(generator.role), vllm_gpus=vllm_gpus,
+        hold=replica_hold(generator.models.serving),
+    )  # fmt: skip
 
 
 def rollout(
@@ -228,7 +234,8 @@ class ShardedGenerator(ChatPrompts):
         return [samples for shard in results for samples in shard]
 
     def close(self) -> None:
-        """Nothing held: each ``generate`` call's actors end with it."""
+        """Nothing held here: each ``generate`` call's actors end with it, or live with the run that keeps
+        them (:func:`shard_request`)."""
 
 
 def _generate_here(

@@ -2,7 +2,8 @@
 
 * **connect** — :func:`connect` attaches to ``cluster.address`` or, when it is null, starts an embedded
   Ray for this process (CPUs and custom resources for the most shard actors one stage starts,
-  :meth:`~rla_core.config.ClusterConfig.most_actors`; the machine's own GPUs when
+  :meth:`~rla_core.config.ClusterConfig.most_actors`, and inside :func:`keep_actors` for the kept ones
+  too, :meth:`~rla_core.config.ClusterConfig.kept_actors`; the machine's own GPUs when
   ``gpus_per_worker`` > 0; no dashboard, no usage stats). The processes of an embedded Ray are
   recorded in a pidfile under ``rla_core.procs``' runtime directory, so that if this process is
   SIGKILLed the next connect reaps them; :func:`disconnect` (also at exit) shuts Ray down and removes
@@ -19,20 +20,32 @@
   :class:`~rla_core.errors.ClusterError` naming both. The actors and the placement group are released
   when the call returns or fails, so nothing of a stage outlives it.
   :func:`run_batches` does the same for contiguous batches of a list (sandboxed executions).
+* **keep** — inside a :func:`keep_actors` block, a call whose :class:`ShardRequest` has a ``hold`` (a
+  context each actor enters on its first call and keeps open) reuses the actors of earlier calls with
+  the same request, resources and shard index (:class:`KeptActors`): found alive, they run the new
+  shards; found dead, they are replaced in their bundle; missing, they are started in a placement group
+  of their own, after releasing other requests' kept actors if the cluster has no room beside them. The
+  block's end releases every kept actor (``hold`` exits in it, also while a shard of a failed call still
+  runs there: a kept actor takes two calls at once), kills it and removes its placement group. A shard's
+  failure fails the call as above; the kept actor stays for the next call.
 
 Shard bodies run in the actor's process: they import rla_core (never Prefect or MLflow), so a worker
 needs the project's environment, and the checkpoints and data files at the paths the driver sees. A
-generating shard opens its own generator on exactly the stage's input checkpoint (with vLLM: its own
-server, under the stage's served name), so every replica serves the checkpoint the stage was given.
+generating shard opens its own generator on exactly the stage's input checkpoint (with vLLM: a server of
+its own, started per stage, or kept by its actor for the whole run and reloaded in place:
+``rla_core.models.server_pool``), so every replica serves the checkpoint the stage was given.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import math
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,6 +62,8 @@ from rla_core.procs import (
     write_pidfile,
 )
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -59,6 +74,7 @@ _recorded: list[int] = []  # the pids in _pidfile
 # reaped; Ray's default, /tmp/ray, would keep every session.
 _scratch: Path | None = None
 _embedded_for: dict[str, Any] | None = None  # the ray.init arguments of this process's embedded Ray
+_keeper: KeptActors | None = None  # the actors this process keeps across calls (keep_actors)
 
 
 def runtime_dir() -> Path:
@@ -101,10 +117,11 @@ def connect(cfg: ClusterConfig) -> None:
 
 
 def _embedded_init(cfg: ClusterConfig) -> dict[str, Any]:
-    """An embedded Ray holds the CPUs and custom resources of the most actors one stage starts, and,
-    when actors take GPUs, the GPUs this machine has (Ray counts them: a replica's GPUs are real
-    devices, its role's tensor-parallel size, which :func:`shard_needs` asks for)."""
-    actors = cfg.most_actors()
+    """An embedded Ray holds the CPUs and custom resources of the most actors one stage starts (inside a
+    :func:`keep_actors` block: one kept actor per replica of every role, plus ``cluster.workers`` for a
+    stage's own), and, when actors take GPUs, the GPUs this machine has (Ray counts them: a replica's
+    GPUs are real devices, its role's tensor-parallel size, which :func:`shard_needs` asks for)."""
+    actors = cfg.kept_actors() + cfg.workers if _keeper is not None else cfg.most_actors()
     init: dict[str, Any] = {
         "num_cpus": max(1, math.ceil(cfg.cpus_per_worker * actors)),
         "num_gpus": None if cfg.gpus_per_worker > 0 else 0,
@@ -178,9 +195,16 @@ def _with_descendants(pids: Sequence[int]) -> list[int]:
 
 class _ShardWorker:
     """A shard's process: torch threads set first (unless the work runs no torch: ``threads=None``, which
-    spares the actor importing it), then whatever the shard body opens."""
+    spares the actor importing it), then whatever the shard body opens. With ``hold``, the first ``run``
+    enters ``hold()`` and keeps it open across calls until :meth:`release` (a kept actor's own servers)."""
 
-    def __init__(self, threads: int | None) -> None:
+    def __init__(
+        self, threads: int | None, hold: Callable[[], AbstractContextManager[Any]] | None = None
+    ) -> None:
+        self._hold = hold
+        self._held: ExitStack | None = None
+        self._value: Any = None
+        self._lock = threading.Lock()
         if threads is None:
             return
         import torch
@@ -195,7 +219,22 @@ class _ShardWorker:
         return {"node_id": context.get_node_id(), "ip": ray.util.get_node_ip_address(), "pid": os.getpid()}
 
     def run(self, fn: Callable[..., Any], payload: tuple[Any, ...]) -> Any:
+        if self._hold is not None:
+            with self._lock:
+                if self._held is None:
+                    with ExitStack() as stack:
+                        self._value = stack.enter_context(self._hold())
+                        self._held = stack.pop_all()
         return fn(*payload)
+
+    def release(self) -> Any:
+        """Exit what ``hold`` opened (idempotent), also while a shard still runs (a kept actor takes two
+        calls at once: a failed stage's other shards end when what they use closes); what it yielded."""
+        with self._lock:
+            held, self._held = self._held, None
+        if held is not None:
+            held.close()
+        return self._value
 
 
 @dataclass(frozen=True)
@@ -205,7 +244,10 @@ class ShardRequest:
     ``threads``: torch's intra-op threads in the actor (None: the work runs no torch, and the actor never
     imports it). ``role``: the model role a generating shard serves (None: it generates nothing), named
     in the advice when a stage does not fit. ``vllm_gpus``: the GPUs of the vLLM server a shard starts
-    (its role's ``models.serving.tensor_parallel``), None when it starts none.
+    (its role's ``models.serving.tensor_parallel``), None when it starts none. ``hold``: a context each
+    actor enters on its first call and keeps open (a module-level function: it travels by name); with it,
+    inside a :func:`keep_actors` block the actors are kept across calls (:class:`KeptActors`), outside one
+    they are released when the call ends. None: plain actors of one call.
 
     Example:
         >>> shard_needs(ClusterConfig(gpus_per_worker=1), ShardRequest(threads=1, role="policy", vllm_gpus=4))
@@ -215,6 +257,7 @@ class ShardRequest:
     threads: int | None = None
     role: str | None = None
     vllm_gpus: int | None = None
+    hold: Callable[[], AbstractContextManager[Any]] | None = None
 
 
 def shard_needs(cfg: ClusterConfig, request: ShardRequest) -> dict[str, float]:
@@ -247,13 +290,11 @@ def run_shards(
 ) -> list[Any]:
     """``fn(*payload)`` for every payload, each on its own actor; the results in payload order.
 
-    ``request``: what each actor asks for (:func:`shard_needs`) and its torch threads. ``what`` names the
-    work in errors (e.g. ``"rollout shard"``). Fails on the first shard that fails.
+    ``request``: what each actor asks for (:func:`shard_needs`), its torch threads and what it holds
+    across calls (``request.hold``: then the actors are :class:`KeptActors`'). ``what`` names the work in
+    errors (e.g. ``"rollout shard"``). Fails on the first shard that fails.
     """
     import ray
-    from ray.exceptions import GetTimeoutError, RayError, RayTaskError
-    from ray.util.placement_group import placement_group, remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     connect(cfg)
     total = len(payloads)
@@ -264,47 +305,118 @@ def run_shards(
             f"{total} {what}s need {_needs(bundle)} each, more than this machine's embedded Ray has "
             f"({short}). {_fix(request.role)}"
         )
-    group = placement_group([bundle] * total, strategy="PACK")
+    if request.hold is None:
+        with _stage_actors(cfg, request, bundle, total, what) as (actors, places):
+            return _run_on(actors, places, fn, payloads, what)
+    if _keeper is not None:
+        actors, places = _keeper.actors(cfg, request, total, what)
+        return _run_on(actors, places, fn, payloads, what, kept=True)
+    with keep_actors(size_ray=False) as once:  # no run keeps them: they and what they hold end with the call
+        actors, places = once.actors(cfg, request, total, what)
+        return _run_on(actors, places, fn, payloads, what, kept=True)
+
+
+@contextmanager
+def _stage_actors(
+    cfg: ClusterConfig, request: ShardRequest, bundle: dict[str, float], total: int, what: str
+) -> Iterator[tuple[list[Any], list[dict[str, Any]]]]:
+    """``total`` actors of one call in one placement group (all or none), released when the block ends."""
+    import ray
+    from ray.util.placement_group import remove_placement_group
+
+    group = _placed(cfg, [bundle] * total, request, what)
     actors: list[Any] = []
     try:
-        try:
-            ray.get(group.ready(), timeout=cfg.start_timeout_s)
-        except GetTimeoutError:
-            raise ClusterError(
-                f"{total} {what}s could not all be placed within cluster.start_timeout_s={cfg.start_timeout_s}: "
-                f"each needs {_needs(bundle)}; the cluster has {ray.cluster_resources()} "
-                f"({ray.available_resources()} free). {_fix(request.role)}"
-            ) from None
-        custom = {name: amount for name, amount in bundle.items() if name not in ("CPU", "GPU")}
-        options: dict[str, Any] = {
-            "num_cpus": bundle.get("CPU", 0.0),
-            "num_gpus": bundle.get("GPU", 0.0),
-            "max_restarts": 0,
-            "max_task_retries": 0,
-        }
-        if custom:
-            options["resources"] = custom
-        actor_class: Any = ray.remote(**options)(_ShardWorker)
-        actors = [
-            actor_class.options(
-                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
-            ).remote(request.threads)
-            for i in range(total)
-        ]
-        try:
-            places = ray.get([a.where.remote() for a in actors], timeout=cfg.start_timeout_s)
-        except GetTimeoutError:
-            raise ClusterError(
-                f"{total} {what}s were placed but did not all start within cluster.start_timeout_s="
-                f"{cfg.start_timeout_s}; see the Ray workers' logs on their nodes"
-            ) from None
-        if _pidfile is not None:  # the embedded Ray now also has these workers
-            _write_record(_pidfile, [p["pid"] for p in places])
-        futures = {
-            a.run.remote(fn, payload): i for i, (a, payload) in enumerate(zip(actors, payloads, strict=True))
-        }
-        results: dict[int, Any] = {}
-        pending = list(futures)
+        actors = [_new_actor(bundle, group, i, request.threads) for i in range(total)]
+        yield actors, _located(cfg, actors, what)
+    finally:
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
+        remove_placement_group(group)
+
+
+def _placed(cfg: ClusterConfig, bundles: list[dict[str, float]], request: ShardRequest, what: str) -> Any:
+    """A ready placement group of ``bundles`` (PACK), or ClusterError after ``cluster.start_timeout_s``."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group(bundles, strategy="PACK")
+    try:
+        ray.get(group.ready(), timeout=cfg.start_timeout_s)
+    except GetTimeoutError:
+        remove_placement_group(group)
+        raise ClusterError(
+            f"{len(bundles)} {what}s could not all be placed within cluster.start_timeout_s={cfg.start_timeout_s}: "
+            f"each needs {_needs(bundles[0])}; the cluster has {ray.cluster_resources()} "
+            f"({ray.available_resources()} free). {_fix(request.role)}"
+        ) from None
+    except BaseException:
+        remove_placement_group(group)
+        raise
+    return group
+
+
+def _new_actor(
+    bundle: dict[str, float], group: Any, index: int, threads: int | None,
+    hold: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> Any:  # fmt: skip
+    """A :class:`_ShardWorker` in bundle ``index`` of ``group`` (no restarts, no retries)."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    custom = {name: amount for name, amount in bundle.items() if name not in ("CPU", "GPU")}
+    options: dict[str, Any] = {
+        "num_cpus": bundle.get("CPU", 0.0),
+        "num_gpus": bundle.get("GPU", 0.0),
+        "max_restarts": 0,
+        "max_task_retries": 0,
+    }
+    if custom:
+        options["resources"] = custom
+    if hold is not None:  # its release may come while a shard of a failed stage still runs
+        options["max_concurrency"] = 2
+    actor_class: Any = ray.remote(**options)(_ShardWorker)
+    return actor_class.options(
+        scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index)
+    ).remote(threads, hold)
+
+
+def _located(cfg: ClusterConfig, actors: Sequence[Any], what: str) -> list[dict[str, Any]]:
+    """Where each of ``actors`` runs (node, ip, pid), once all have started; their pids recorded."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    try:
+        places: list[dict[str, Any]] = ray.get(
+            [a.where.remote() for a in actors], timeout=cfg.start_timeout_s
+        )
+    except GetTimeoutError:
+        raise ClusterError(
+            f"{len(actors)} {what}s were placed but did not all start within cluster.start_timeout_s="
+            f"{cfg.start_timeout_s}; see the Ray workers' logs on their nodes"
+        ) from None
+    if _pidfile is not None:  # the embedded Ray now also has these workers
+        _write_record(_pidfile, [p["pid"] for p in places])
+    return places
+
+
+def _run_on(
+    actors: Sequence[Any], places: Sequence[dict[str, Any]], fn: Callable[..., Any],
+    payloads: Sequence[tuple[Any, ...]], what: str, *, kept: bool = False,
+) -> list[Any]:  # fmt: skip
+    """``fn(*payloads[i])`` on ``actors[i]``; the first failure raised (a lost actor as ClusterError).
+    ``kept``: the actors outlive the call, so the other shards of a failed call are cancelled."""
+    import ray
+    from ray.exceptions import RayError, RayTaskError
+
+    total = len(payloads)
+    futures = {
+        a.run.remote(fn, payload): i for i, (a, payload) in enumerate(zip(actors, payloads, strict=True))
+    }
+    results: dict[int, Any] = {}
+    pending = list(futures)
+    try:
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             index = futures[done[0]]
@@ -323,11 +435,137 @@ def run_shards(
                     "nothing of this stage was committed: once the cluster is whole, `rla resume <run-id>` "
                     "runs the stage again"
                 ) from None
-        return [results[i] for i in range(total)]
     finally:
-        for actor in actors:
-            ray.kill(actor, no_restart=True)
-        remove_placement_group(group)
+        for ref in pending if kept else []:  # a kept actor is free for its release when its shard stops
+            ray.cancel(ref)
+    return [results[i] for i in range(total)]
+
+
+@dataclass
+class _Kept:
+    actor: Any
+    group: Any
+    index: int  # its bundle in ``group``
+    place: dict[str, Any]
+    timeout_s: float  # cluster.start_timeout_s: how long its release may take
+
+
+class KeptActors:
+    """Actors kept across :func:`run_shards` calls, by (request, resources, shard index), until :meth:`close`.
+
+    A call whose request has a ``hold`` reuses the actors it finds (each still holding what ``hold``
+    opened in it: e.g. its vLLM server pool) and starts the missing ones in one placement group; an actor
+    found dead (a lost worker or node) is replaced by a fresh one in its bundle. When the missing actors
+    do not fit beside the kept ones of other requests (each role's replicas on GPUs of their own), those
+    are released first. :meth:`close` releases every actor (``release``: what ``hold`` opened exits
+    cleanly), kills it and removes its placement group.
+
+    Example:
+        >>> with keep_actors() as kept:  # doctest: +SKIP
+        ...     run_shards(cfg, f, [(1,), (2,)], request=ShardRequest(hold=servers), what="shard")
+        ...     run_shards(cfg, f, [(3,), (4,)], request=ShardRequest(hold=servers), what="shard")  # same actors
+        >>> kept.released  # doctest: +SKIP
+        [(ShardRequest(...), 0, ...), (ShardRequest(...), 1, ...)]
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[ShardRequest, tuple[tuple[str, float], ...], int], _Kept] = {}
+        self.started = 0  # actors started, replacements included
+        self.released: list[tuple[ShardRequest, int, Any]] = []  # (request, shard index, what release gave)
+
+    def actors(
+        self, cfg: ClusterConfig, request: ShardRequest, total: int, what: str
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
+        """The ``total`` actors of ``request`` (kept, replaced or started) and where each runs."""
+        from ray.exceptions import RayActorError
+
+        bundle = shard_needs(cfg, request)
+        resources = tuple(sorted(bundle.items()))
+        keys = [(request, resources, i) for i in range(total)]
+        for key in keys:  # a kept actor that died (its worker or node lost) starts afresh in its bundle
+            kept = self._kept.get(key)
+            if kept is None:
+                continue
+            try:
+                kept.place = _located(cfg, [kept.actor], what)[0]
+            except RayActorError:
+                import ray
+
+                ray.kill(kept.actor, no_restart=True)
+                kept.actor = _new_actor(bundle, kept.group, kept.index, request.threads, request.hold)
+                kept.place = _located(cfg, [kept.actor], what)[0]
+                self.started += 1
+        missing = [key for key in keys if key not in self._kept]
+        if missing:
+            self._make_room(stage_needs(cfg, request, len(missing)), keep=set(keys))
+            group = _placed(cfg, [bundle] * len(missing), request, what)
+            fresh = [_new_actor(bundle, group, j, request.threads, request.hold) for j in range(len(missing))]
+            self.started += len(fresh)
+            for j, (key, actor) in enumerate(zip(missing, fresh, strict=True)):
+                self._kept[key] = _Kept(actor, group, j, {}, cfg.start_timeout_s)
+            for key, place in zip(missing, _located(cfg, fresh, what), strict=True):
+                self._kept[key].place = place
+        return [self._kept[k].actor for k in keys], [self._kept[k].place for k in keys]
+
+    def _make_room(self, needs: dict[str, float], *, keep: set[Any]) -> None:
+        """Release the kept actors outside ``keep`` when ``needs`` exceeds what the cluster has free."""
+        import ray
+
+        if _shortfall(needs, ray.available_resources()):
+            self._release([key for key in self._kept if key not in keep])
+
+    def close(self) -> None:
+        """Release every kept actor (idempotent); what each release gave is appended to ``released``."""
+        self._release(list(self._kept))
+
+    def _release(self, keys: list[Any]) -> None:
+        import ray
+        from ray.exceptions import GetTimeoutError, RayError
+        from ray.util.placement_group import remove_placement_group
+
+        if not keys:
+            return
+        gone = [self._kept.pop(key) for key in keys]
+        refs = [kept.actor.release.remote() for kept in gone]
+        # Its servers stop cleanly; an actor that cannot be asked (lost, stuck) leaves them to the next start.
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=max(kept.timeout_s for kept in gone))
+        for key, kept, ref in zip(keys, gone, refs, strict=True):
+            value = None
+            try:
+                if ref not in ready:
+                    raise GetTimeoutError(f"no answer within cluster.start_timeout_s={kept.timeout_s}")
+                value = ray.get(ref)
+            except (GetTimeoutError, RayError) as exc:
+                log.warning("kept Ray actor %s %d was not released cleanly: %s", key[0].role, key[2] + 1, exc)
+            self.released.append((key[0], key[2], value))
+            ray.kill(kept.actor, no_restart=True)
+        for group in {id(kept.group): kept.group for kept in gone}.values():
+            if not any(other.group is group for other in self._kept.values()):
+                remove_placement_group(group)
+
+
+@contextmanager
+def keep_actors(*, size_ray: bool = True) -> Iterator[KeptActors]:
+    """Keep the actors of :func:`run_shards` calls whose request has a ``hold`` while the block runs (in this
+    process, one block at a time), releasing them all at its end — on success, an exception or SIGTERM.
+
+    ``size_ray``: an embedded Ray started inside the block holds, beside one stage's own actors, one kept
+    actor per replica of every role (:func:`_embedded_init`); False: a block that keeps the actors of one
+    call only, sized as any call.
+    """
+    global _keeper
+    kept = KeptActors()
+    if size_ray:
+        if _keeper is not None:
+            raise ClusterError("Ray actors are already kept in this process: one keep_actors block at a time")
+        _keeper = kept
+    try:
+        yield kept
+    finally:
+        if size_ray:
+            _keeper = None
+        if kept._kept:
+            kept.close()
 
 
 def run_batches(

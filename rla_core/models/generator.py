@@ -66,7 +66,13 @@ from rla_core.models.multimodal import (
     require_vision_language,
 )
 from rla_core.models.server_pool import active_pool
-from rla_core.models.serving import VllmServer, check_served, resolve_interpreter, served_models
+from rla_core.models.serving import (
+    VllmServer,
+    check_served,
+    may_serve_with_vllm,
+    resolve_interpreter,
+    served_models,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -158,16 +164,8 @@ class GeneratorSpec:
     name: str | None = None
 
     def serves_with_vllm(self) -> bool:
-        """Whether opening this generator may start a vLLM server (``auto``: when the interpreter exists;
-        the GPU it also needs is the shard's own, which only the shard's process sees)."""
-        serving = self.models.serving
-        if serving.backend is not Backend.AUTO:
-            return serving.backend is Backend.VLLM
-        try:
-            resolve_interpreter(serving.interpreter)
-        except ModelError:
-            return False
-        return True
+        """Whether opening this generator may start a vLLM server (:func:`~rla_core.models.serving.may_serve_with_vllm`)."""
+        return may_serve_with_vllm(self.models.serving)
 
     def tensor_parallel(self) -> int:
         """GPUs one vLLM server of this generator's role spans (``models.serving.tensor_parallel``)."""

@@ -24,8 +24,17 @@ role at once) gets a server of its own for the lease, stopped when the lease end
 The pool is process-wide (the flow's stages call it from whichever thread Prefect runs them in; a lock
 keeps the decisions and starts one at a time) and stops every server when :func:`run_servers` exits —
 on success, on an exception, on SIGTERM (raised as an exception in the main thread, flows/signals.py).
-After a SIGKILL the servers' pidfiles let the next start reap them (:mod:`rla_core.procs`). Ray shards
-(``cluster.backend=ray``) run in other processes and start servers per stage, as before.
+After a SIGKILL the servers' pidfiles let the next start reap them (:mod:`rla_core.procs`).
+
+Ray shards (``cluster.backend=ray``) run in other processes, and each keeps its own pool: while
+:func:`run_servers` is open and the run may serve with vLLM, it keeps the run's Ray actors
+(:func:`~rla_core.cluster.ray_session.keep_actors`), and a generating stage's shards ask for the actor of
+their (role, shard index) to hold a pool of its own (:func:`replica_hold`, :func:`replica_servers`).
+So each replica starts its server once, on the checkpoint of the first stage that needs it, and leases
+it exactly as above (reuse, reload in place, restart), under the same name ``rla-run-<role>``. A replica
+whose actor was lost is replaced by a fresh one, whose server starts on the stage's checkpoint. The
+replicas' servers stop when :func:`run_servers` exits (each actor releases its pool, then is killed), and
+what each did is in ``pool.replicas``.
 
 Example:
     >>> with run_servers(serving) as pool:  # doctest: +SKIP
@@ -37,16 +46,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rla_core.config import ServerLifetime
 from rla_core.errors import ModelError
-from rla_core.models.serving import ROLES, VllmServer, start_identity
+from rla_core.models.serving import ROLES, VllmServer, may_serve_with_vllm, start_identity
 from rla_core.models.vllm_worker import weights_hash
 
 if TYPE_CHECKING:
@@ -113,10 +122,12 @@ class _Slot:
 
 @dataclass
 class ServerPool:
-    """The run's servers, one per role; counts what it did (``counts``: action → times)."""
+    """The run's servers, one per role; counts what it did (``counts``: action → times), and, once the run's
+    kept Ray replicas are released, what each of theirs did (``replicas``: "<role> replica <i>" → counts)."""
 
     runtime_dir: Path | None = None
     counts: dict[Action, int] = field(default_factory=dict)
+    replicas: dict[str, dict[Action, int]] = field(default_factory=dict)
     _slots: dict[str, _Slot] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -174,6 +185,19 @@ class ServerPool:
         slot.server.require_weights(ckpt, expected=weights)
         return slot
 
+    def summary(self) -> str:
+        """What the run's servers did, here and in each kept Ray replica (a server start, reload, ...).
+
+        >>> ServerPool(counts={Action.START: 1, Action.RELOAD: 2}).summary()
+        'vLLM servers of the run: here reload=2 start=1'
+        """
+
+        def line(counts: dict[Action, int]) -> str:
+            return " ".join(f"{action}={n}" for action, n in sorted(counts.items())) or "none"
+
+        parts = [f"here {line(self.counts)}", *(f"{name} {line(c)}" for name, c in self.replicas.items())]
+        return "vLLM servers of the run: " + "; ".join(parts)
+
     def close(self) -> None:
         """Stop every server (idempotent)."""
         with self._lock:
@@ -187,19 +211,15 @@ _active_lock = threading.Lock()
 
 
 def active_pool() -> ServerPool | None:
-    """The pool :func:`run_servers` opened in this process, if any (stages then lease from it)."""
+    """The pool :func:`run_servers` (or, in a Ray replica, :func:`replica_servers`) opened in this process,
+    if any (stages then lease from it)."""
     return _active
 
 
 @contextmanager
-def run_servers(serving: ServingConfig, *, runtime_dir: Path | None = None) -> Iterator[ServerPool | None]:
-    """The run's server pool while the block runs (``lifetime: run``), every server stopped at its end;
-    None with ``lifetime: stage`` (stages start their own servers)."""
+def _opened(pool: ServerPool) -> Iterator[ServerPool]:
+    """``pool`` as this process's active pool while the block runs, every server stopped at its end."""
     global _active
-    if serving.lifetime is ServerLifetime.STAGE:
-        yield None
-        return
-    pool = ServerPool(runtime_dir=runtime_dir)
     with _active_lock:
         if _active is not None:
             raise ModelError("a run's vLLM server pool is already open in this process")
@@ -210,5 +230,50 @@ def run_servers(serving: ServingConfig, *, runtime_dir: Path | None = None) -> I
         with _active_lock:
             _active = None
         pool.close()
-        if pool.counts:
-            log.info("vLLM servers of the run: %s", {str(k): v for k, v in sorted(pool.counts.items())})
+
+
+@contextmanager
+def replica_servers() -> Iterator[dict[Action, int]]:
+    """A Ray replica's own pool, held by its kept actor across stages (``ShardRequest.hold``); yields the
+    pool's counts, which the actor's release hands back to the run."""
+    with _opened(ServerPool()) as pool:
+        yield pool.counts
+
+
+def replica_hold(serving: ServingConfig) -> Callable[[], AbstractContextManager[Any]] | None:
+    """What a Ray shard generating with ``serving`` holds across stages: a server pool of its own when
+    the run keeps servers (:func:`run_servers` is open here) and the shard may serve with vLLM; else None
+    (a per-stage actor, its generator opened and closed by the stage)."""
+    return replica_servers if active_pool() is not None and may_serve_with_vllm(serving) else None
+
+
+@contextmanager
+def run_servers(serving: ServingConfig, *, runtime_dir: Path | None = None) -> Iterator[ServerPool | None]:
+    """The run's server pool while the block runs (``lifetime: run``), every server stopped at its end;
+    None with ``lifetime: stage`` (stages start their own servers).
+
+    When the run may serve with vLLM, its Ray replicas are kept too
+    (:func:`~rla_core.cluster.ray_session.keep_actors`): each shard actor of a generating stage holds its
+    own pool (:func:`replica_servers`) across stages, released at the end with the run's; their counts
+    land in ``pool.replicas``.
+    """
+    if serving.lifetime is ServerLifetime.STAGE:
+        yield None
+        return
+    from rla_core.cluster.ray_session import keep_actors
+
+    pool = ServerPool(runtime_dir=runtime_dir)
+    with ExitStack() as stack:
+        stack.enter_context(_opened(pool))
+        kept = stack.enter_context(keep_actors()) if may_serve_with_vllm(serving) else None
+        try:
+            yield pool
+        finally:
+            if kept is not None:
+                kept.close()  # the replicas' servers stop before this process's
+                for request, index, counts in sorted(kept.released, key=lambda r: (str(r[0].role), r[1])):
+                    merged = pool.replicas.setdefault(f"{request.role} replica {index + 1}", {})
+                    for action, n in (counts or {}).items():  # a replica released early and started again
+                        merged[action] = merged.get(action, 0) + n
+    if pool.counts or pool.replicas:
+        log.info("%s", pool.summary())

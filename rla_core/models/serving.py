@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import rla_core
-from rla_core.config import on_cuda
+from rla_core.config import Backend, on_cuda
 from rla_core.errors import ModelError, ProcessError
 from rla_core.models.vllm_worker import WEIGHTS_GLOB, weights_hash
 from rla_core.procs import ProcessGroup, default_runtime_dir
@@ -111,6 +111,18 @@ def resolve_interpreter(interpreter: str) -> Path:
             "scripts/setup_vllm_cpu.sh) or set models.serving.backend=transformers"
         )
     return path
+
+
+def may_serve_with_vllm(serving: ServingConfig) -> bool:
+    """Whether a generator of ``serving`` may start a vLLM server (``auto``: when the interpreter exists;
+    the GPU it also needs is the generating process's own, which only that process sees)."""
+    if serving.backend is not Backend.AUTO:
+        return serving.backend is Backend.VLLM
+    try:
+        resolve_interpreter(serving.interpreter)
+    except ModelError:
+        return False
+    return True
 
 
 def server_argv(

@@ -100,3 +100,15 @@ def test_a_stage_too_big_for_the_cluster_names_what_it_lacks() -> None:
     eight_gpus = {"CPU": 16.0, "GPU": 8.0, "memory": 1e11}
     assert _shortfall(needs, eight_gpus) == "12 GPU needed, 8 in all"  # 3 TP-4 replicas on 8 GPUs
     assert _shortfall(stage_needs(cfg.cluster, _spec(cfg, "policy"), 2), eight_gpus) == ""
+
+
+def test_an_embedded_ray_that_keeps_replicas_holds_them_beside_a_stages_own_actors() -> None:
+    """With vLLM and lifetime run the run keeps one actor per replica of every role (the slow Ray test's
+    sizes: 2 policy replicas, workers=1 for the rest); a stage's own actors (sandbox batches) come on top."""
+    from rla_core.cluster.ray_session import keep_actors
+
+    cfg = _cfg("cluster.workers=1", "cluster.replicas.policy=2").cluster
+    assert cfg.kept_actors() == 2 + 1 + 1  # policy, reward (workers), environment (workers)
+    assert _embedded_init(cfg)["num_cpus"] == 2  # no actors kept: the most one stage starts
+    with keep_actors():
+        assert _embedded_init(cfg)["num_cpus"] == 4 + 1

@@ -173,3 +173,35 @@ def test_weights_hash_reads_the_files_each_time(tmp_path: Path) -> None:
     a = _ckpt(tmp_path / "a", b"abc")
     shutil.copytree(a, tmp_path / "copy")
     assert weights_hash(tmp_path / "copy") == weights_hash(a)
+
+
+def test_a_ray_replica_holds_a_pool_of_its_own_while_the_run_keeps_its_actors(
+    tmp_path: Path, fake: type[FakeServer]
+) -> None:
+    """What a kept Ray actor runs (no Ray here): the run's pool decides that shards hold a pool, the
+    replica's pool is the active one in its process, and the run folds what each replica did into its
+    summary once the kept actors are released."""
+    from rla_core.cluster import ray_session
+    from rla_core.cluster.ray_session import ShardRequest
+
+    c1, c2 = _ckpt(tmp_path / "c1", b"w1"), _ckpt(tmp_path / "c2", b"w2")
+    assert server_pool.replica_hold(SERVING) is None  # no run keeps servers: a per-stage actor
+    # (an actor's process has no run pool of its own: what its hold opens is the active one there)
+    with server_pool.replica_servers() as counts:
+        replica = active_pool()
+        assert replica is not None
+        for ckpt in (c1, c1, c2):  # evaluate@0, rollout@1 (same weights), evaluate@1 (trained)
+            with replica.lease(ckpt, role="policy", serving=SERVING):
+                pass
+    assert active_pool() is None and not any(s.alive() for s in fake.started)
+    assert counts == {Action.START: 1, Action.REUSE: 1, Action.RELOAD: 1}
+    with run_servers(SERVING) as pool:
+        assert pool is not None and ray_session._keeper is not None  # the run keeps its Ray actors
+        assert server_pool.replica_hold(SERVING) is server_pool.replica_servers
+        hf = SERVING.model_copy(update={"backend": Backend.TRANSFORMERS})
+        assert server_pool.replica_hold(hf) is None  # no vLLM server to keep: per-stage actors
+        ray_session._keeper.released.append((ShardRequest(role="policy"), 1, counts))  # what close hands back
+    assert ray_session._keeper is None
+    assert pool.summary() == "vLLM servers of the run: here none; policy replica 2 reload=1 reuse=1 start=1"
+    with run_servers(SERVING.model_copy(update={"backend": Backend.TRANSFORMERS})) as pool:
+        assert ray_session._keeper is None  # a transformers run keeps no actors: its Ray is sized as before
