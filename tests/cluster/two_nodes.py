@@ -456,6 +456,10 @@ def main() -> None:
         cluster.stop_all()
         report["left"] = cluster.left()
         report["seconds"] = round(time.monotonic() - started, 1)
+        if "error" in report or report["left"]:  # the nodes' logs stay for whoever reads the failure
+            report["kept"] = str(cluster.temp_dir.parent)
+        else:
+            shutil.rmtree(cluster.temp_dir.parent, ignore_errors=True)
         Path(report_path).write_text(json.dumps(report, indent=1))
 
 
