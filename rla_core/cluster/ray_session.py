@@ -564,8 +564,7 @@ def keep_actors(*, size_ray: bool = True) -> Iterator[KeptActors]:
     finally:
         if size_ray:
             _keeper = None
-        if kept._kept:
-            kept.close()
+        kept.close()
 
 
 def run_batches(
