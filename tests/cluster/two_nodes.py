@@ -186,7 +186,15 @@ def _processes() -> list[dict[str, Any]]:
         if fields[0] == "Z":
             continue
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        out.append({"pid": int(entry.name), "sid": int(fields[3]), "comm": comm, "args": args})
+        out.append(
+            {
+                "pid": int(entry.name),
+                "ppid": int(fields[1]),
+                "sid": int(fields[3]),
+                "comm": comm,
+                "args": args,
+            }
+        )
     return out
 
 
@@ -352,14 +360,26 @@ def _accelerate_probe(argv: list[str]) -> int:
     return 0
 
 
-def _watch_train_workers(cluster: TwoNodes, seen: dict[str, int], stop: threading.Event) -> None:
-    """Until ``stop``: per node, the most Ray Train workers (``RayTrainWorker`` actors) seen at once."""
+def _watch_train_workers(cluster: TwoNodes, seen: dict[int, str], stop: threading.Event) -> None:
+    """Until ``stop``: each Ray Train worker process (a ``RayTrainWorker`` actor's process, a child of its
+    node's raylet) seen, in the order first seen: ``seen[pid] = node``.
+
+    Processes, not a count at each moment: Ray Train kills an update's workers without waiting for them
+    to exit, so the next update's worker may start on a node while the last one's is still going away;
+    and a worker's forked child carries its command line until it execs."""
     while not stop.wait(0.25):
+        procs = _processes()
+        by_pid = {p["pid"]: p for p in procs}
         for name, node in list(cluster.nodes.items()):
-            count = sum(
-                1 for p in _processes() if p["sid"] == node.proc.pid and "RayTrainWorker" in p["args"]
-            )
-            seen[name] = max(seen.get(name, 0), count)
+            for p in procs:
+                parent = by_pid.get(p["ppid"])
+                if (
+                    p["sid"] == node.proc.pid
+                    and p["args"].startswith("ray::RayTrainWorker")
+                    and parent is not None
+                    and parent["comm"] == "raylet"
+                ):
+                    seen.setdefault(p["pid"], name)
 
 
 def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
@@ -368,8 +388,8 @@ def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     * ``probe``: two workers create an ``Accelerator`` with the environment derived from
       ``infra/accelerate/ddp.yaml`` and dtype bf16 (``trainer.accelerate_env``);
     * ``failing``: an update of a broken checkpoint, to see how a failing rank surfaces;
-    * ``run``: `rla run` with ``training.processes=2`` (its train stages on both nodes), and how many
-      Ray Train workers each node ran at once meanwhile.
+    * ``run``: `rla run` with ``training.processes=2`` (its train stages on both nodes), and the Ray Train
+      workers it started: each one's node, in the order they started.
     """
     from rla_core.cluster import ray_session
     from rla_core.cluster.ray_train import run_train_workers
@@ -412,7 +432,7 @@ def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     except ProcessError as exc:
         report["failing"] = {"error": str(exc), "out_exists": (work / "out").exists()}
     ray_session.disconnect()
-    seen: dict[str, int] = {}
+    seen: dict[int, str] = {}
     stop = threading.Event()
     watcher = threading.Thread(target=_watch_train_workers, args=(cluster, seen, stop), daemon=True)
     watcher.start()
@@ -424,7 +444,7 @@ def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
     finally:
         stop.set()
         watcher.join()
-    report["train_workers_per_node"] = seen
+    report["train_workers"] = list(seen.values())  # each worker's node, in the order the workers started
     return report
 
 

@@ -188,7 +188,10 @@ def test_updates_under_ray_train_one_worker_per_node_match_one_process_and_accel
     assert "safetensor" in failing["error"].lower()
 
     assert report["run"]["rc"] == 0, report["run"]["stderr"]
-    assert report["train_workers_per_node"] == {"head": 1, "b": 1}, report["train_workers_per_node"]
+    workers = report["train_workers"]  # each worker's node, in the order they started
+    # The updates ran one after the other, each as one worker on each node (counted below).
+    pairs = [sorted(workers[i : i + 2]) for i in range(0, len(workers), 2)]
+    assert pairs and pairs == [["b", "head"]] * len(pairs), workers
     ray_store = ArtifactStore(str(root))
     before = {k: v for k, v in attempts_in_use(base_store, run_id).items() if k[0] == 0}
     assert {k: v for k, v in attempts_in_use(ray_store, run_id).items() if k[0] == 0} == before  # speed only
@@ -202,6 +205,7 @@ def test_updates_under_ray_train_one_worker_per_node_match_one_process_and_accel
     }
     assert set(upstream) == set(base) and len(upstream) == 10  # iteration 0: 2 frames, 1: 8
     assert [key for key in sorted(upstream) if upstream[key] != base[key]] == []
+    updated = 0  # updates with rows: each ran on Ray Train
     for role, stage in (("policy", "train_policy"), ("reward", "train_reward")):
         start = load_file(_checkpoint(ray_store, run_id, 0, "bootstrap", role) / "model.safetensors")
         ray = load_file(_checkpoint(ray_store, run_id, 1, stage, role) / "model.safetensors")
@@ -227,4 +231,6 @@ def test_updates_under_ray_train_one_worker_per_node_match_one_process_and_accel
             assert worst == 0.0 and all(torch.equal(ray[k], start[k]) for k in ray), role
             continue
         assert largest > 0.0 and worst <= 0.05 * largest, (role, worst, largest)
+        updated += 1
+    assert len(pairs) == updated, workers
     assert report["left"] == []
