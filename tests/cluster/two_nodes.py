@@ -362,24 +362,30 @@ def _accelerate_probe(argv: list[str]) -> int:
 
 def _watch_train_workers(cluster: TwoNodes, seen: dict[int, str], stop: threading.Event) -> None:
     """Until ``stop``: each Ray Train worker process (a ``RayTrainWorker`` actor's process, a child of its
-    node's raylet) seen, in the order first seen: ``seen[pid] = node``.
+    node's raylet) that starts after this call, in the order first seen: ``seen[pid] = node``.
 
     Processes, not a count at each moment: Ray Train kills an update's workers without waiting for them
     to exit, so the next update's worker may start on a node while the last one's is still going away;
-    and a worker's forked child carries its command line until it execs."""
-    while not stop.wait(0.25):
+    and a worker's forked child carries its command line until it execs. Workers already there when it
+    is called (an earlier update's, still exiting) are not counted."""
+
+    def workers() -> dict[int, str]:
         procs = _processes()
         by_pid = {p["pid"]: p for p in procs}
-        for name, node in list(cluster.nodes.items()):
-            for p in procs:
-                parent = by_pid.get(p["ppid"])
-                if (
-                    p["sid"] == node.proc.pid
-                    and p["args"].startswith("ray::RayTrainWorker")
-                    and parent is not None
-                    and parent["comm"] == "raylet"
-                ):
-                    seen.setdefault(p["pid"], name)
+        return {
+            p["pid"]: name
+            for name, node in list(cluster.nodes.items())
+            for p in procs
+            if p["sid"] == node.proc.pid
+            and p["args"].startswith("ray::RayTrainWorker")
+            and by_pid.get(p["ppid"], {}).get("comm") == "raylet"
+        }
+
+    earlier = set(workers())
+    while not stop.wait(0.25):
+        for pid, name in workers().items():
+            if pid not in earlier:
+                seen.setdefault(pid, name)
 
 
 def train_on_ray(cluster: TwoNodes, spec: dict[str, Any]) -> dict[str, Any]:
