@@ -99,8 +99,8 @@ exit 1
 # reports Chromium's AT-SPI application as "Google Chrome" (server.APP_NAMES).
 # The browser process is named `chrome`, as Google Chrome's is on OSWorld's image: 12 official evaluators end
 # it with `pkill chrome` (run inside the desktop's own pid namespace, so it reaches that desktop's browser
-# only) before reading the profile (Chromium writes Preferences on exit, ~10 s after a
-# change otherwise), and Debian's /usr/bin/chromium would exec it as `chromium`, which `pkill chrome` misses.
+# only) before reading the profile (Chromium writes Preferences on exit, ~10 s after a change otherwise),
+# and Debian's /usr/bin/chromium would exec it as `chromium`, which `pkill chrome` misses.
 # Chromium names itself after the file /proc/self/exe resolves to (so that `killall` of a symlink's target
 # works), so a link is not enough: the sandbox shows Chromium's directory as CHROME_DIR (links to its files)
 # with the binary bound there as `chrome`, and the wrapper does what Debian's script does (its flags from

@@ -8,8 +8,9 @@ the task's ``typable`` strings (offered as ``type`` candidates). The ``os`` task
 desktop and most solutions open the terminal with Ctrl+Alt+T (one evaluator does too): the desktop-parity
 checks. The ``chrome`` settings tasks click controls the settings sidebar and the browser's toolbar would
 crowd out in tree order (the click candidates rank elements by the words they share with the task), and their
-evaluators read the profile Chromium writes on exit (``pkill chrome``, inside the desktop's own pid namespace) or ~10 s after a change (the solutions
-wait). Tasks left out, with reasons: docs/osworld.md. Marked slow: three desktops, measured time there.
+evaluators read the profile Chromium writes on exit (``pkill chrome``, inside the desktop's own pid
+namespace) or ~10 s after a change (the solutions wait). Tasks left out, with reasons: docs/osworld.md.
+Marked slow: three desktops, measured time there.
 """
 
 from __future__ import annotations
