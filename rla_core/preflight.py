@@ -12,7 +12,8 @@ run directory, lock, MLflow run and Prefect flow run exist — and, as warnings,
 * **models** (``models.policy``, ``reward``, ``environment``) are known without building or downloading
   anything (:func:`rla_core.models.bootstrap.check_model_ref`);
 * **the vLLM interpreter** exists when ``models.serving.backend`` is ``vllm`` (``auto`` uses it only when
-  present, so its absence is no problem there);
+  present, so its absence is no problem there), and the temporary directory (``TMPDIR``) is short enough
+  for vLLM's IPC socket paths;
 * **the Ray cluster** at ``cluster.address`` (with ``cluster.backend=ray``) accepts a connection within
   ``cluster.connect_timeout_s``;
 * **GUI prerequisites**: Chromium and chromedriver for MiniWoB++; the desktop programs, the sandbox user
@@ -190,9 +191,11 @@ def _models(cfg: RunConfig) -> list[Problem]:
 def _vllm(cfg: RunConfig) -> list[Problem]:
     if cfg.models.serving.backend is not Backend.VLLM:
         return []  # 'auto' uses vLLM only when its interpreter exists
-    from rla_core.models.serving import resolve_interpreter
+    from rla_core.models.serving import check_ipc_room, resolve_interpreter
 
-    return _catch("models.serving.interpreter", lambda: resolve_interpreter(cfg.models.serving.interpreter))
+    return _catch(
+        "models.serving.interpreter", lambda: resolve_interpreter(cfg.models.serving.interpreter)
+    ) + _catch("models.serving.backend", check_ipc_room)
 
 
 def _cluster(cfg: RunConfig) -> list[Problem]:

@@ -10,6 +10,9 @@ same way, so that nothing they spawn can outlive the stage that needed it:
   answers, failing fast with the log's tail when the leader dies first — no fixed sleeps;
 * **stop** — :meth:`ProcessGroup.stop` (context manager exit, also on exceptions) SIGKILLs the whole
   group and waits until it is gone;
+* **tether** (``tethered=True``: vLLM servers, training workers) — a small leader
+  (:mod:`rla_core._tether`) ends the group, its scratch directory and pidfile as soon as the owner dies,
+  however it dies (SIGKILL, the OOM killer);
 * **reap** — when the owner was SIGKILLed, nothing above ran: :func:`reap_stale` (called by the next
   start on the same runtime directory) kills the groups of every pidfile whose owner is gone. A process
   that a library started inside the owner's own group (Prefect's ephemeral API server) is recorded by
@@ -33,6 +36,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -43,6 +47,9 @@ from typing import Any
 
 from rla_core.errors import ProcessError
 from rla_core.store import publish_file
+
+# Run as a module rather than imported (the leader of a tethered group): part of the code version.
+CODE_RESOURCES = ("_tether.py",)
 
 
 def default_runtime_dir(name: str) -> Path:
@@ -228,15 +235,24 @@ class ProcessGroup:
         cwd: str | Path | None = None,
         what: str | None = None,
         scratch: Path | None = None,
+        tethered: bool = False,
     ) -> ProcessGroup:
         """Reap leftovers of dead owners of ``kind``, then start ``argv`` as a new process group
-        (``scratch``: its own directory, removed with it)."""
+        (``scratch``: its own directory, removed with it). ``tethered``: the group also ends, scratch and
+        pidfile removed, as soon as this process dies, however it dies (:mod:`rla_core._tether` leads it)."""
         runtime_dir.mkdir(parents=True, exist_ok=True)
         reap_stale(runtime_dir, kind=kind)
         nonce = uuid.uuid4().hex[:8]
         log = log_path or runtime_dir / f"{kind}-{os.getpid()}-{nonce}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         label = what or " ".join(argv[:3])
+        pidfile = runtime_dir / f"{kind}-{os.getpid()}-{nonce}.json"
+        if tethered:
+            me = os.getpid()
+            argv = [
+                sys.executable, "-m", "rla_core._tether", str(me), start_time(me) or "", str(pidfile),
+                str(scratch or ""), "--", *argv,
+            ]  # fmt: skip
         with open(log, "wb") as out:
             try:
                 proc = subprocess.Popen(
@@ -252,7 +268,6 @@ class ProcessGroup:
                 if scratch is not None:
                     remove_scratch(scratch)
                 raise ProcessError(f"could not start {label}: {exc}") from exc
-        pidfile = runtime_dir / f"{kind}-{os.getpid()}-{nonce}.json"
         return cls(proc, pidfile=pidfile, log_path=log, what=label, scratch=scratch)
 
     def alive(self) -> bool:

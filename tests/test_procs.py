@@ -95,6 +95,47 @@ def test_groups_of_a_sigkilled_owner_are_reaped_by_the_next_start(tmp_path: Path
         assert len(list(tmp_path.glob("t-*.json"))) == 1  # only the live one's pidfile is left
 
 
+def test_a_tethered_group_ends_with_its_owner_scratch_and_pidfile_removed(tmp_path: Path) -> None:
+    # The owner is SIGKILLed as above, but its group was started tethered: the group's leader sees the
+    # owner die and ends the group (the command and the command's own child) without any later start.
+    scratch = tmp_path / "scratch"
+    owner_code = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from rla_core import procs
+        scratch = Path({str(scratch)!r}); scratch.mkdir(); (scratch / "socket").write_text("")
+        g = procs.ProcessGroup.start({[sys.executable, "-c", TREE]!r}, kind="t",
+                                     runtime_dir=Path({str(tmp_path)!r}), scratch=scratch, tethered=True)
+        g.wait_ready(lambda: "up" in g.log_tail(), timeout_s=20)
+        print(g.pgid, flush=True)
+        time.sleep(300)
+    """)
+    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    pgid = int(owner.stdout.readline())
+    _wait_for(lambda: len(procs.group_members(pgid)) == 3)  # tether, command, command's child
+    assert scratch.is_dir() and len(list(tmp_path.glob("t-*.json"))) == 1
+    os.kill(owner.pid, signal.SIGKILL)
+    owner.wait()
+    _wait_for(lambda: procs.group_members(pgid) == [])
+    _wait_for(lambda: not scratch.exists() and not list(tmp_path.glob("t-*.json")))
+
+
+def test_a_tethered_group_passes_on_its_command_exit_code_and_is_stopped_whole(tmp_path: Path) -> None:
+    script = "import sys; print('ran', flush=True); sys.exit(7)"
+    group = procs.ProcessGroup.start(
+        [sys.executable, "-c", script], kind="t", runtime_dir=tmp_path, tethered=True
+    )
+    assert group.wait(timeout_s=30) == 7
+    assert "ran" in group.log_tail()
+    with procs.ProcessGroup.start(
+        [sys.executable, "-c", TREE], kind="t", runtime_dir=tmp_path, tethered=True
+    ) as g:
+        g.wait_ready(lambda: "up" in g.log_tail(), timeout_s=20)
+        _wait_for(lambda: len(procs.group_members(g.pgid)) == 3)
+    assert procs.group_members(g.pgid) == [] and not g.pidfile.exists()
+
+
 def test_a_reused_group_id_is_left_alone(tmp_path: Path) -> None:
     with procs.ProcessGroup.start(["sleep", "300"], kind="t", runtime_dir=tmp_path) as g:
         # a record claiming the same group id but another leader start time: not ours to kill

@@ -265,7 +265,7 @@ def launch_update(
             log.info("launching %s: %s", what, " ".join(argv))
             group = ProcessGroup.start(
                 argv, kind="train", runtime_dir=default_runtime_dir("train"), log_path=work / "workers.log",
-                env={**os.environ, **thread_env}, what=what,
+                env={**os.environ, **thread_env}, what=what, tethered=True,
             )  # fmt: skip
             with group:
                 code = group.wait(placement.timeout_s)

@@ -38,6 +38,7 @@ import logging
 import os
 import socket
 import tempfile
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,6 +62,31 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 WORKER_EXTENSION = "rla_core.models.vllm_worker.CheckpointReload"
 # Where the worker extension is importable from in vLLM's interpreter (rla_core's parent directory).
 _EXTENSION_ROOT = Path(rla_core.__file__).resolve().parents[1]
+
+
+# vLLM's ZeroMQ IPC sockets are ``<VLLM_RPC_BASE_PATH>/<uuid4>``, each server's in its own scratch directory
+# (``<TMPDIR>/rla-vllm-<8 random characters>``), and a Unix socket path holds 107 characters.
+_IPC_PATH_MAX = 107
+_SCRATCH_PREFIX = "rla-vllm-"
+
+
+def check_ipc_room(tmp: str | None = None) -> None:
+    """Raise :class:`ModelError` naming ``TMPDIR`` when a server's IPC socket paths under the temporary
+    directory ``tmp`` (default: this process's) would not fit in a Unix socket path."""
+    tmp = tmp or tempfile.gettempdir()
+    longest = len(os.path.join(tmp, _SCRATCH_PREFIX + "x" * 8, str(uuid.UUID(int=0))))
+    if longest > _IPC_PATH_MAX:
+        raise ModelError(
+            f"the temporary directory {tmp} is too long for vLLM's IPC sockets: a server's socket path would "
+            f"be {longest} characters, over the {_IPC_PATH_MAX} a Unix socket allows; set TMPDIR to a "
+            f"directory of at most {len(tmp) - (longest - _IPC_PATH_MAX)} characters (e.g. /tmp)"
+        )
+
+
+def server_scratch() -> Path:
+    """A new scratch directory for one server (its ``TMPDIR`` and ``VLLM_RPC_BASE_PATH``), checked first."""
+    check_ipc_room()
+    return Path(tempfile.mkdtemp(prefix=_SCRATCH_PREFIX))
 
 
 def start_files(checkpoint: Path) -> list[Path]:
@@ -315,13 +341,12 @@ class VllmServer:
         # The server's own temporary files and IPC sockets (vLLM: VLLM_RPC_BASE_PATH, else TMPDIR), gone
         # with it; torch's compile cache stays where it is shared between starts.
         shared_tmp = tempfile.gettempdir()
-        # Short: a ZeroMQ IPC path (this directory, then a uuid) must fit in 107 characters.
-        scratch = Path(tempfile.mkdtemp(prefix="rla-vllm-"))
+        scratch = server_scratch()
         env["TMPDIR"] = env["VLLM_RPC_BASE_PATH"] = str(scratch)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(shared_tmp, f"torchinductor_{os.getuid()}"))
         group = ProcessGroup.start(
             argv, kind=KIND, runtime_dir=rdir, log_path=rdir / "logs" / f"{name}@{port}.log", env=env,
-            what=f"vLLM server for {name} ({ckpt})", scratch=scratch,
+            what=f"vLLM server for {name} ({ckpt})", scratch=scratch, tethered=True,
         )  # fmt: skip
         base_url = f"http://127.0.0.1:{port}/v1"
         server = cls(

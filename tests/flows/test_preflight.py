@@ -9,6 +9,7 @@ import json
 import shutil
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from flows.preflight import changed_task_files
 from flows.runs import load_run_config
 from rla_core.config import PRESETS, load_config
 from rla_core.errors import PREFLIGHT_EXIT_CODE
+from rla_core.models.serving import check_ipc_room
 from rla_core.preflight import Severity
 from rla_core.store import ArtifactStore
 from tasks.stage import READ_FILE_KEY
@@ -169,6 +171,21 @@ def test_vllm_backend_without_its_interpreter(place: Path) -> None:
     code, lines = _rla(place, "run", *_where(place), "--set", "models.serving.backend=vllm")
     assert code == PREFLIGHT_EXIT_CODE
     _error(lines, "models.serving.interpreter", ".venv-vllm/bin/python", "is not an executable python")
+
+
+def test_vllm_backend_with_a_temporary_directory_too_long_for_its_sockets(
+    place: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # vLLM binds Unix sockets <TMPDIR>/rla-vllm-XXXXXXXX/<uuid4> (TMPDIR + 55 characters), at most 107:
+    # 53 characters of TMPDIR make 108.
+    long_tmp = "/" + "t" * 52
+    monkeypatch.setattr(tempfile, "tempdir", long_tmp)
+    interpreter = ["--set", f"models.serving.interpreter={sys.executable}"]
+    code, lines = _rla(place, "run", *_where(place), "--set", "models.serving.backend=vllm", *interpreter)
+    assert code == PREFLIGHT_EXIT_CODE
+    _error(lines, "models.serving.backend", long_tmp, "108 characters", "at most 52 characters")
+    monkeypatch.setattr(tempfile, "tempdir", long_tmp[:-1])  # 52: 107, fits exactly
+    check_ipc_room()
 
 
 def test_two_problems_at_once_are_both_reported(place: Path) -> None:

@@ -1,6 +1,7 @@
 """The vLLM backend in the real loop: every generating stage generates from exactly its own input
-checkpoint, on every replica, and no server outlives the run — on success, on an exception inside a stage,
-and after the run is SIGKILLed (the next server start reaps it).
+checkpoint, on every replica, and nothing of a server (process, pidfile, scratch directory) outlives the
+run — on success, on an exception inside a stage, on SIGTERM, and within seconds of a SIGKILL (the server's
+tethered leader ends it); a run resumed after its SIGTERM serves again on the right weights.
 
 First, `rla run --preset test --set iterations=2` locally: one server per role for the whole run
 (``models.serving.lifetime=run``: the policy's and the reward model's, reloaded in place between stages);
@@ -18,17 +19,20 @@ clearly differs from the bootstrap one; evaluate@1 is played again on one local 
 equal the 2 replicas' merged rows.
 
 Slow: 2 + 3 server starts in the two local runs; 3 in the Ray run (one per policy replica,
-one for the reward model) and 1 after it (~40-90 s each on a 2-core machine, more under load).
+one for the reward model) and 1 after it; 1 in each of the failed, SIGTERMed and resumed runs (~40-90 s
+each on a 2-core machine, more under load).
 Run: .venv/bin/pytest -m slow tests/models/test_vllm_loop.py
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 import shutil
 import signal
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -39,8 +43,7 @@ import polars as pl
 import pytest
 
 from rla_core.config import Backend, ServingConfig
-from rla_core.models.serving import KIND, VllmServer, served_name
-from rla_core.procs import group_members
+from rla_core.models.serving import KIND, served_name
 from rla_core.store import ArtifactStore
 from tests.flows.conftest import FlowEnv, flow_env_vars, kill_group
 from tests.flows.test_ray_runs import ray_args, rla_in_netns
@@ -180,46 +183,73 @@ def test_each_stage_serves_its_own_checkpoint_on_every_replica(
     assert _servers(str(root)) == []
 
 
-def test_no_server_left_after_stage_error_or_sigkill(vllm_env: tuple[FlowEnv, Path]) -> None:
+def test_nothing_left_after_stage_error_sigterm_or_sigkill_and_resume_serves_again(
+    vllm_env: tuple[FlowEnv, Path], request: pytest.FixtureRequest
+) -> None:
+    """No server process, pidfile or server scratch directory outlives a run that ends on an exception
+    inside a stage, on SIGTERM, or on SIGKILL (the servers' tethered leader ends them, nothing has to start
+    again); the resume after the SIGTERM starts its server on the right weights (every lease checks the
+    stage's checkpoint hash before any request) and commits a generating stage before it is SIGKILLed."""
     flow, runtime = vllm_env
     root = flow.base / "vllm-fail-runs"
+    # The runs' TMPDIR, where each server's scratch directory is made: short, for vLLM's socket paths.
+    tmp = Path(tempfile.mkdtemp(prefix="rla-t-", dir="/tmp"))
+    request.addfinalizer(functools.partial(shutil.rmtree, tmp, ignore_errors=True))
+    env = FlowEnv(base=flow.base, env=flow.env | {"TMPDIR": str(tmp)})
+    run = ["--preset", "test", *flow.settings(root), *SERVE]
+
+    def left() -> tuple[list[int], list[str], list[str]]:
+        return (
+            _servers(str(root)), sorted(p.name for p in runtime.glob(f"{KIND}-*.json")),
+            sorted(p.name for p in tmp.glob("rla-vllm-*")),
+        )  # fmt: skip
+
+    def nothing_left(after: str) -> None:  # within seconds: a server's group takes a moment to die
+        deadline = time.monotonic() + 30
+        while left() != ([], [], []):
+            assert time.monotonic() < deadline, f"left after {after}: {left()}"
+            time.sleep(0.2)
+
+    def serving(proc: Any) -> None:  # until a server of the run is up
+        deadline = time.monotonic() + 1200
+        while not list(runtime.glob(f"{KIND}-*.json")):
+            assert proc.poll() is None, "the run ended before it started a server"
+            assert time.monotonic() < deadline, "no vLLM server was started"
+            time.sleep(0.5)
+        time.sleep(2.0)  # let the server spawn its engine processes too
+
     # An exception inside a stage once its server is up: evaluate@0 asks for more tokens than the
     # server's context allows, vLLM answers 400, the stage raises ModelError.
-    failed = flow.rla(
-        "run", "--preset", "test", *flow.settings(root), "--run-id", "fails", *SERVE,
-        "--set", "evaluation.sampling.max_new_tokens=4000", timeout=1800, check=False,
+    failed = env.rla(
+        "run", *run, "--run-id", "fails", "--set", "evaluation.sampling.max_new_tokens=4000", timeout=1800,
+        check=False,
     )  # fmt: skip
     assert failed.returncode != 0
     assert "maximum context length" in failed.stdout + failed.stderr or "400" in failed.stdout + failed.stderr
-    assert _servers(str(root)) == [], "the failed stage left its vLLM server running"
-    assert not list(runtime.glob(f"{KIND}-*.json"))
+    nothing_left("the failed stage")
 
-    # SIGKILL of the run while a stage's server is up: the server survives its owner ...
-    proc = flow.popen("run", "--preset", "test", *flow.settings(root), "--run-id", "killed", *SERVE)
-    deadline = time.monotonic() + 1200
-    while not list(runtime.glob(f"{KIND}-*.json")):
-        assert proc.poll() is None, "the run ended before it started a server"
-        assert time.monotonic() < deadline, "no vLLM server was started"
-        time.sleep(0.5)
-    time.sleep(2.0)  # let the server spawn its engine processes too
-    record = json.loads(next(runtime.glob(f"{KIND}-*.json")).read_text())
-    pgid = int(record["groups"][0][0])
-    kill_group(proc)
-    assert group_members(pgid), "expected the orphaned server to outlive the killed run"
-    # ... until the next server start reaps it.
+    # SIGTERM to the run (the CLI process alone) once a stage has started its server: stopped through finally.
+    proc = env.popen("run", *run, "--run-id", "stopped")
+    serving(proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=300) == 143
+    nothing_left("the run's SIGTERM")
+
+    # Its resume serves again and commits the first generating stage it had not; then SIGKILL of the
+    # whole run: nothing of its own cleanup runs, the tethered leader ends the server within seconds.
     store = ArtifactStore(str(root))
-    boot = store.manifest("killed", 0, "bootstrap")
-    assert boot is not None
-    ckpt = Path(store.attempt_location("killed", 0, "bootstrap", boot.attempt)) / "policy"
-    with VllmServer.start(
-        ckpt,
-        name=served_name(boot.content_key, "policy"),
-        role="policy",
-        serving=_serving(),
-        runtime_dir=runtime,
-    ):
-        assert not group_members(pgid), "the next start did not reap the orphaned server"
-    assert _servers(str(root)) == []
+    generating = [(0, "evaluate"), (1, "rollout"), (1, "judge")]
+    it, stage = next(s for s in generating if store.manifest("stopped", *s) is None)
+    proc = env.popen("resume", "stopped", "--root", str(root))
+    serving(proc)
+    deadline = time.monotonic() + 1200
+    while store.manifest("stopped", it, stage) is None:
+        assert proc.poll() is None, f"the resumed run ended before {stage}@{it} was committed"
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert _servers(str(root)), "expected the resumed run's server to be up"
+    kill_group(proc)
+    nothing_left("the run's SIGKILL")
 
 
 def _server_pidfile(runtime: Path, name: str) -> dict[str, Any] | None:
