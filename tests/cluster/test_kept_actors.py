@@ -36,6 +36,10 @@ def test_kept_actors_are_reused_by_key_replaced_when_dead_and_released_at_the_en
     plain = report["plain"]  # no hold: fresh actors per call, as before
     assert not set(plain[0]) & set(plain[1]) and not set(plain[0]) & set(first)
     assert "probe 1/2" in report["lost"] and "was lost" in report["lost"]  # the same error as a stage's actor
+    # What the lost actor held (a tethered group, as a replica's vLLM server) ended with its process.
+    gone_s = report["lost_hold_gone_s"]
+    print(f"the lost actor's tethered group was gone {gone_s} s after the call failed")
+    assert gone_s is not None and gone_s < 10, gone_s
     replaced = report["replaced"]
     assert replaced[0] not in first and replaced[1] == first[1]  # only the dead one started afresh
     assert report["started"] == 4  # 2 policy + 1 reward + 1 replacement
@@ -49,6 +53,7 @@ def test_kept_actors_are_reused_by_key_replaced_when_dead_and_released_at_the_en
     assert released[("policy", 0)] == {"pid": replaced[0], "calls": 1, "closed": True}
     assert released[("policy", 1)] == {"pid": first[1], "calls": 3, "closed": True}
     assert report["groups"] == ["REMOVED"]  # every placement group removed
+    assert report["holds_left"] == []  # every released hold stopped its group
     assert not set(report["alive"]) & {*first, *replaced, *report["reward"]}
     # No room beside the other role's kept actors: they are released (cleanly) first, and start afresh.
     turns = report["turns"]
