@@ -15,46 +15,36 @@ and cleans up after it; SIGTERM sent to us alone is passed on to the command.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from rla_core import procs
 
-# How long the members of a dead owner's group get to vanish after SIGKILL (they cannot ignore it).
-_KILL_WAIT_S = 10.0
-
 
 def _end_group(pidfile: Path, scratch: Path | None) -> None:
-    me = os.getpid()
-    deadline = time.monotonic() + _KILL_WAIT_S
-    while (others := [p for p in procs.group_members(me) if p != me]) and time.monotonic() < deadline:
-        for pid in others:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
+    """SIGKILL every other member of our group, wait until they are gone, then remove the group's files."""
+    procs.kill_group(os.getpid(), spare=os.getpid())
     if scratch is not None:
         procs.remove_scratch(scratch)
     pidfile.unlink(missing_ok=True)
 
 
 def main(argv: list[str]) -> int:
-    owner, owner_start, pidfile, scratch_arg, sep, *command = argv
+    owner_arg, owner_start, pidfile_arg, scratch_arg, sep, *command = argv
     if sep != "--" or not command:
         print(f"usage: {__doc__.splitlines()[2]}", file=sys.stderr)
         return 2
-    scratch = Path(scratch_arg) if scratch_arg else None
+    owner, pidfile, scratch = int(owner_arg), Path(pidfile_arg), Path(scratch_arg) if scratch_arg else None
     try:
-        owner_fd = os.pidfd_open(int(owner))
+        owner_fd = os.pidfd_open(owner)
     except ProcessLookupError:
         owner_fd = None
-    if owner_fd is None or not procs.is_running(int(owner), owner_start):
-        _end_group(Path(pidfile), scratch)  # the owner died before we could watch it
+    if owner_fd is None or not procs.is_running(owner, owner_start):
+        _end_group(pidfile, scratch)  # the owner died before we could watch it
         return 137
     child = subprocess.Popen(command)  # stdin/stdout/stderr and the process group are ours
     signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
@@ -65,7 +55,7 @@ def main(argv: list[str]) -> int:
             code = child.wait()
             return code if code >= 0 else 128 - code
         if owner_fd in ready:
-            _end_group(Path(pidfile), scratch)
+            _end_group(pidfile, scratch)
             return 137
 
 

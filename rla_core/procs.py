@@ -97,23 +97,40 @@ def group_members(pgid: int) -> list[int]:
     return [p["pid"] for p in live_processes() if p["pgid"] == pgid]
 
 
-def kill_group(pgid: int, *, leader_start: str | None = None, wait_s: float = 10.0) -> bool:
+def kill_group(
+    pgid: int, *, leader_start: str | None = None, wait_s: float = 10.0, spare: int | None = None
+) -> bool:
     """SIGKILL process group ``pgid`` and wait until its members are gone; True if anything was killed.
 
     ``leader_start`` (from :func:`start_time` at launch) guards against a reused group id: when the
     leader pid is alive with another start time, the group is someone else's and is left alone.
+    ``spare``: a member left alive, killed by pid instead of by group (a tether ending its own group).
     SIGKILL is asynchronous; callers that check for leftovers right after must not race it, hence the wait.
     """
     if leader_start is not None:
         now = start_time(pgid)
         if now is not None and now != leader_start:
             return False
-    if not group_members(pgid):
+
+    def rest() -> list[int]:
+        return [pid for pid in group_members(pgid) if pid != spare]
+
+    def kill(members: list[int]) -> None:
+        if spare is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            return
+        for pid in members:  # again while any is left: a member may fork before it dies
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    if not (members := rest()):
         return False
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+    kill(members)
     deadline = time.monotonic() + wait_s
-    while group_members(pgid) and time.monotonic() < deadline:
+    while (members := rest()) and time.monotonic() < deadline:
+        if spare is not None:
+            kill(members)
         time.sleep(0.02)
     return True
 
@@ -242,15 +259,14 @@ class ProcessGroup:
         pidfile removed, as soon as this process dies, however it dies (:mod:`rla_core._tether` leads it)."""
         runtime_dir.mkdir(parents=True, exist_ok=True)
         reap_stale(runtime_dir, kind=kind)
-        nonce = uuid.uuid4().hex[:8]
-        log = log_path or runtime_dir / f"{kind}-{os.getpid()}-{nonce}.log"
+        owner, nonce = os.getpid(), uuid.uuid4().hex[:8]
+        log = log_path or runtime_dir / f"{kind}-{owner}-{nonce}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         label = what or " ".join(argv[:3])
-        pidfile = runtime_dir / f"{kind}-{os.getpid()}-{nonce}.json"
+        pidfile = runtime_dir / f"{kind}-{owner}-{nonce}.json"
         if tethered:
-            me = os.getpid()
             argv = [
-                sys.executable, "-m", "rla_core._tether", str(me), start_time(me) or "", str(pidfile),
+                sys.executable, "-m", "rla_core._tether", str(owner), start_time(owner) or "", str(pidfile),
                 str(scratch or ""), "--", *argv,
             ]  # fmt: skip
         with open(log, "wb") as out:

@@ -70,10 +70,10 @@ _IPC_PATH_MAX = 107
 _SCRATCH_PREFIX = "rla-vllm-"
 
 
-def check_ipc_room(tmp: str | None = None) -> None:
-    """Raise :class:`ModelError` naming ``TMPDIR`` when a server's IPC socket paths under the temporary
-    directory ``tmp`` (default: this process's) would not fit in a Unix socket path."""
-    tmp = tmp or tempfile.gettempdir()
+def check_ipc_room() -> None:
+    """Raise :class:`ModelError` naming ``TMPDIR`` when a server's IPC socket paths under this process's
+    temporary directory would not fit in a Unix socket path."""
+    tmp = tempfile.gettempdir()
     longest = len(os.path.join(tmp, _SCRATCH_PREFIX + "x" * 8, str(uuid.UUID(int=0))))
     if longest > _IPC_PATH_MAX:
         raise ModelError(
