@@ -24,8 +24,9 @@ import polars as pl
 import torch
 
 from rla_core.algo.curriculum import PlayTask
+from rla_core.algo.judging import judge_outcome_agreement, judge_step_accuracy
 from rla_core.config import TextGameEngine, load_config
-from rla_core.envs.judge import judge_outcome_agreement, judge_step_accuracy, judge_steps
+from rla_core.envs.judge import judge_steps
 from rla_core.envs.rollout import RolloutTimings, run_rollouts
 from rla_core.models.generator import TransformersGenerator
 from rla_core.settings.textgame import ALFWORLD, TEXTWORLD

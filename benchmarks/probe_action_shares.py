@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from flows.study import ARMS
-from rla_core.envs.judge import optimal_steps
+from rla_core.algo.judging import optimal_steps
 
 NOOP_VERBS = ["look", "inventory", "examine"]
 

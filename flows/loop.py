@@ -31,6 +31,7 @@ from tasks.bootstrap import bootstrap
 from tasks.evaluate import evaluate
 from tasks.execute import execute
 from tasks.judge import judge
+from tasks.judge_eval import judge_eval
 from tasks.label import label
 from tasks.retention import prune_checkpoints
 from tasks.rollout import rollout
@@ -90,10 +91,20 @@ def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopSta
         else state.reward_model
     )
     # 6. Held-out evaluation of the new policy (every evaluation.every iterations and after the last);
-    #    coding: with the new reward model's unit tests (code accuracy, UT accuracy, detection).
+    #    coding: with the new reward model's unit tests (code accuracy, UT accuracy, detection); the judge
+    #    on its fixed yardstick, when one is configured.
     if eval_due(cfg, iteration):
-        evaluate(run, iteration, policy=policy, **unit_test_writer(cfg.setting, reward_model))
+        evaluate_models(run, iteration, policy=policy, reward_model=reward_model)
     return LoopState(policy=policy, reward_model=reward_model, tasks=tasks, models=state.models)
+
+
+def evaluate_models(run: RunContext, iteration: int, *, policy: StageRef, reward_model: StageRef) -> None:
+    """An evaluation point: the judge on its yardstick (``evaluation.judge_steps``, when a judge runs), then
+    the policy on the held-out tasks (coding: with the reward model's unit tests)."""
+    cfg = run.config
+    if cfg.evaluation.judge_steps is not None and cfg.judge.source is JudgeSource.REWARD_MODEL:
+        judge_eval(run, iteration, reward_model=reward_model)
+    evaluate(run, iteration, policy=policy, **unit_test_writer(cfg.setting, reward_model))
 
 
 @prefect_flow(name="rlanything", flow_run_name="{run.run_id}")
@@ -102,7 +113,7 @@ def training_loop(run: RunContext) -> LoopState:
     tasks = seed_tasks(run, 0)
     models = bootstrap(run, 0)
     # Iteration 0's evaluation is the warm-started policy: the baseline every learning curve starts from.
-    evaluate(run, 0, policy=models, **unit_test_writer(run.config.setting, models))
+    evaluate_models(run, 0, policy=models, reward_model=models)
     state = LoopState(policy=models, reward_model=models, tasks=tasks, models=models)
     for iteration in range(1, run.config.iterations + 1):
         state = iteration_flow(run, iteration, state)

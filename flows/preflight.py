@@ -22,6 +22,10 @@ from rla_core.preflight import Problem, Severity, preflight, task_file_keys
 from rla_core.stage_inputs import StageName
 from rla_core.store import ArtifactStore
 
+# Stages that measure (held-out episodes, the judge's yardstick): a file they read may change between
+# evaluations with a warning, since nothing that trains depends on it.
+EVALUATION_STAGES = frozenset({StageName.EVALUATE, StageName.JUDGE_EVAL})
+
 
 def changed_task_files(store: ArtifactStore, cfg: RunConfig, run_id: str, *, accept: bool) -> list[Problem]:
     """One problem per task file of ``cfg`` whose bytes differ from those the run's committed stages hashed.
@@ -48,7 +52,7 @@ def changed_task_files(store: ArtifactStore, cfg: RunConfig, run_id: str, *, acc
     problems = []
     for path, hits in changed.items():
         then, now = hits[0][2][:12], hits[0][3][:12]
-        trains = [f"{name} (iteration {it})" for it, name, _, _ in hits if name != StageName.EVALUATE]
+        trains = [f"{name} (iteration {it})" for it, name, _, _ in hits if name not in EVALUATION_STAGES]
         if trains:
             problems.append(
                 Problem(
@@ -63,10 +67,11 @@ def changed_task_files(store: ArtifactStore, cfg: RunConfig, run_id: str, *, acc
             )
             continue
         its = ", ".join(str(it) for it, _, _, _ in hits)
+        measured_by = hits[0][1]
         problems.append(
             Problem(
-                eval_key,
-                f"'{path}' changed since the evaluate stages of iterations {its} hashed it (sha256 {then}… "
+                "evaluation.judge_steps" if measured_by == StageName.JUDGE_EVAL else eval_key,
+                f"'{path}' changed since the {measured_by} stages of iterations {its} hashed it (sha256 {then}… "
                 f"now {now}…): they re-run on the new contents (new attempts), so every evaluation point of "
                 "the run uses the same held-out set; the training stages are kept",
                 Severity.WARNING,

@@ -55,6 +55,7 @@ class Report:
     captions: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     sections_html: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def html(self) -> str:
         """The whole report as one self-contained HTML document (plotly.js inlined once)."""
@@ -70,6 +71,9 @@ class Report:
             f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>",
             f"<h1>{html.escape(self.title)}</h1>",
         ]
+        if self.warnings:
+            items = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
+            parts.append(f"<div class='missing' id='warnings'><b>Warnings:</b><ul>{items}</ul></div>")
         if self.missing:
             items = "".join(f"<li>{html.escape(m)}</li>" for m in self.missing)
             parts.append(
@@ -182,6 +186,7 @@ def run_figures(frame: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str], li
             ("reward_model/step_balanced_accuracy", "step balanced accuracy"),
             ("reward_model/good_verdict_share", "share of steps called good"),
             ("reward_model/outcome_agreement", "outcome agreement"),
+            ("reward_model/yardstick_step_balanced_accuracy", "balanced accuracy on the yardstick"),
         )
     ):
         xs, ys = _series(frame, metric)
@@ -262,11 +267,31 @@ def run_figures(frame: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str], li
     return figures, captions, missing
 
 
+def judge_collapse_lines(frame: pl.DataFrame) -> list[str]:
+    """The judge's collapse (:func:`rla_core.algo.judging.collapse_warning`) at the latest iteration that
+    measured it, on the training steps and on the yardstick."""
+    from rla_core.algo.judging import collapse_warning
+
+    lines = []
+    for prefix, what in (("reward_model/", "training steps"), ("reward_model/yardstick_", "yardstick")):
+        names = [f"{prefix}good_verdict_share", f"{prefix}good_step_share"]
+        rows = frame.filter(pl.col("metric").is_in(names))
+        if rows.height == 0:
+            continue
+        last = int(rows["iteration"].max())  # type: ignore[arg-type]
+        metrics = dict(rows.filter(pl.col("iteration") == last).select("metric", "value").iter_rows())
+        warning = collapse_warning(metrics, prefix=prefix)
+        if warning is not None:
+            lines.append(f"iteration {last} ({what}): {warning}")
+    return lines
+
+
 def run_report(store: ArtifactStore, run_id: str) -> Report:
     """The report of one run."""
     frame = run_metrics(store, run_id)
     figures, captions, missing = run_figures(frame)
     report = Report(title=f"rlanything run {run_id}", figures=figures, captions=captions, missing=missing)
+    report.warnings = judge_collapse_lines(frame)
     iterations = sorted(set(frame["iteration"].to_list()))
     evals = _series(frame, EVAL_RATE)
     # Coding adds the paper's three columns to the table (an iteration without one shows '-'); beside each

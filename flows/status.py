@@ -235,4 +235,24 @@ def run_table(store: ArtifactStore, run_id: str, *, full: bool) -> tuple[str, An
     running = [r for r in rows if r.state in ("running", "stale")]
     for r in running:
         header += f"\n  {r.state}: iteration {r.iteration} {r.stage} — {r.progress}"
+    for line in judge_warnings(rows):
+        header += f"\n  warning: {line}"
     return header, table
+
+
+def judge_warnings(rows: list[StageRow]) -> list[str]:
+    """The judge's collapse (:func:`rla_core.algo.judging.collapse_warning`) at the latest judged iteration,
+    on the training steps (judge stage) and on the yardstick (judge_eval stage), one line each."""
+    from rla_core.algo.judging import collapse_warning
+    from tasks.judge_eval import YARDSTICK_PREFIX
+
+    lines = []
+    for stage, prefix, what in (
+        ("judge", "reward_model/", "training steps"),
+        ("judge_eval", YARDSTICK_PREFIX, "yardstick"),
+    ):
+        done = [r for r in rows if r.stage == stage and r.state == "done"]
+        warning = collapse_warning(done[-1].metrics, prefix=prefix) if done else None
+        if warning is not None:
+            lines.append(f"iteration {done[-1].iteration} {stage} ({what}): {warning}")
+    return lines

@@ -370,6 +370,27 @@ class ImagesConfig(_Section):
         return self.policy > 0 or self.reward
 
 
+class TinySize(_Section):
+    """The size of a bootstrapped tiny model (``tiny:<name>``, ``tiny-vl:<name>``): Qwen2 with head_dim 64."""
+
+    width: int = Field(
+        128, ge=64, le=4096, multiple_of=64,
+        description="Hidden size; attention heads = width / 64 (vLLM's CPU kernels need head_dim 64), "
+        "MLP size = 2 × width.",
+    )  # fmt: skip
+    layers: int = Field(2, ge=1, le=64, description="Transformer layers.")
+
+
+class TinySizes(_Section):
+    """Per role, the size a tiny model is bootstrapped at (it enters the model's cache key)."""
+
+    policy: TinySize = Field(default_factory=lambda: TinySize(), description="The tiny policy.")
+    reward: TinySize = Field(default_factory=lambda: TinySize(), description="The tiny judge (reward model).")
+    environment: TinySize = Field(
+        default_factory=lambda: TinySize(), description="The tiny environment model."
+    )
+
+
 class ModelsConfig(_Section):
     """Which models play policy, reward model and environment model, and how they generate."""
 
@@ -442,6 +463,10 @@ class ModelsConfig(_Section):
         1e-3, gt=0.0, lt=1.0, description="Peak learning rate of the reading drills."
     )
     cache_dir: str = Field(".cache/models", description="Where bootstrapped tiny models are cached.")
+    tiny: TinySizes = Field(
+        default_factory=lambda: TinySizes(),
+        description="Sizes of the tiny models, per role (tiny:<name> refs).",
+    )
     lora: LoraConfig = Field(default_factory=LoraConfig)
 
 
@@ -483,6 +508,22 @@ class RolloutConfig(_Section):
     )
 
 
+class OracleFlip(_Section):
+    """A noisy oracle judge (``judge.source=oracle``): how often a step's votes are turned over.
+
+    All ``m`` votes of a step flip together, so the votes' step-level recall is ``1 - good`` on good steps and
+    ``1 - bad`` on bad ones, and their balanced accuracy is ``1 - (good + bad) / 2``. A diagnostic of how good a
+    judge must be for the step-wise reward to pay (docs/study.md); both 0 is the perfect oracle.
+    """
+
+    good: float = Field(0.0, ge=0.0, le=1.0, description="Probability that a good step's votes say bad.")
+    bad: float = Field(0.0, ge=0.0, le=1.0, description="Probability that a bad step's votes say good.")
+
+    @property
+    def any(self) -> bool:
+        return self.good > 0 or self.bad > 0
+
+
 class JudgeConfig(_Section):
     """Reward-model step judgments (spec §1.2(b), §5)."""
 
@@ -492,6 +533,11 @@ class JudgeConfig(_Section):
         description="reward_model: the reward model judges every step; oracle (a diagnostic, never a default): "
         "every vote is +1 when the played action is one of the engine's optimal next actions and -1 otherwise, "
         "and no judge stage runs — the upper bound of the step-wise reward (privileged information).",
+    )
+    oracle_flip: OracleFlip = Field(
+        default_factory=lambda: OracleFlip(),
+        description="judge.source=oracle only: flip each step's oracle votes with these probabilities, "
+        "seeded per (iteration, task, rollout, step) — a judge of known quality (diagnostic).",
     )
     sampling: SamplingConfig = Field(
         default_factory=lambda: SamplingConfig(temperature=0.8, top_p=1.0, max_new_tokens=24)
@@ -513,6 +559,11 @@ class RewardConfig(_Section):
     rm_acc_band: Band = Field(
         default_factory=lambda: Band(low=0.2, high=0.8),
         description="Tasks whose acc lies outside are dropped from RM data (setting defaults, spec §6).",
+    )
+    rm_outcome_balance: bool = Field(
+        False,
+        description="Ours, not the paper's (docs/method.md#balancing-the-judges-rows-by-outcome): scale the "
+        "advantages of the RM rows that enter the update so that won and lost episodes carry equal total weight.",
     )
 
 
@@ -736,6 +787,13 @@ class EvalConfig(_Section):
     sampling: SamplingConfig = Field(
         default_factory=lambda: SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24)
     )
+    judge_steps: str | None = Field(
+        None,
+        description="The judge's yardstick: a recorded step set (Parquet with the 'rollouts' columns and the "
+        "engine's expert_actions, e.g. data/textworld/bench-long-yardstick.parquet). At iteration 0 and every "
+        "evaluation the reward model judges these same steps (stage judge_eval) and its balanced step accuracy "
+        "is logged as reward_model/yardstick_* (docs/study.md). None: no yardstick.",
+    )
 
 
 class ClusterBackend(StrEnum):
@@ -932,7 +990,23 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _oracle_judge_needs_steps(self) -> Self:
+        if self.evaluation.judge_steps is not None and self.setting is Setting.CODING:
+            raise ValueError(
+                "evaluation.judge_steps is a step judge's yardstick; the coding reward model writes unit tests "
+                "instead of judging steps: unset it for setting=coding"
+            )
+        if self.reward.rm_outcome_balance and self.setting is Setting.CODING:
+            raise ValueError(
+                "reward.rm_outcome_balance weighs the judge's step rows by their episode's outcome; the coding "
+                "reward model writes unit tests, whose rows have no episode outcome: set it to false"
+            )
         if self.judge.source is not JudgeSource.ORACLE:
+            if self.judge.oracle_flip.any:
+                raise ValueError(
+                    f"judge.oracle_flip (good={self.judge.oracle_flip.good}, bad={self.judge.oracle_flip.bad}) "
+                    "turns over the oracle's votes, but judge.source=reward_model casts none: set "
+                    "judge.source=oracle, or leave judge.oracle_flip at 0"
+                )
             return self
         if self.setting is Setting.CODING:
             raise ValueError(

@@ -82,7 +82,7 @@ def config_value(cfg: RunConfig, dotted: str) -> Any:
 def preflight(cfg: RunConfig) -> list[Problem]:
     """Every problem of ``cfg``'s inputs, errors and warnings, in config order; empty when all is well."""
     problems: list[Problem] = []
-    for check in (_task_files, _models, _vllm, _cluster, _gui_prerequisites):
+    for check in (_task_files, _judge_steps, _models, _vllm, _cluster, _gui_prerequisites):
         problems += check(cfg)
     return problems
 
@@ -171,6 +171,17 @@ def _osworld_tasks(cfg: RunConfig, key: str, path: Path) -> list[Problem]:
             Severity.WARNING,
         )
     ]
+
+
+def _judge_steps(cfg: RunConfig) -> list[Problem]:
+    """The judge's yardstick (``evaluation.judge_steps``), when set, reads as the judge_eval stage reads it."""
+    if cfg.evaluation.judge_steps is None:
+        return []
+    from rla_core.envs.judge import read_steps_file
+    from rla_core.settings.base import resolve_data_path
+
+    path = resolve_data_path(cfg.evaluation.judge_steps)
+    return _catch("evaluation.judge_steps", lambda: read_steps_file(path, where="evaluation.judge_steps"))
 
 
 # ---- models, serving, cluster --------------------------------------------------------------------

@@ -38,7 +38,6 @@ from rla_core.config import (
     SPEED_ONLY_KEYS,
     AdaptationConfig,
     ClusterConfig,
-    EvalConfig,
     GuiEngine,
     InferenceDtype,
     InvalidAction,
@@ -46,6 +45,7 @@ from rla_core.config import (
     JudgeSource,
     LoraConfig,
     ModelsConfig,
+    OracleFlip,
     ProblemFormat,
     RewardConfig,
     RolloutConfig,
@@ -78,6 +78,7 @@ class StageName(StrEnum):
     ADAPT = "adapt"
     TRAIN_POLICY = "train_policy"
     TRAIN_REWARD = "train_reward"
+    JUDGE_EVAL = "judge_eval"
     EVALUATE = "evaluate"
 
 
@@ -383,6 +384,7 @@ class RolloutEnvErrors(Slice):
 class JudgeVotes(Slice):
     m: int
     source: JudgeSource
+    oracle_flip: OracleFlip
 
 
 class SftTraining(Slice):
@@ -467,10 +469,18 @@ class RolloutInputs(_PlaysEpisodes):
     plugin: PluginSection | None
 
 
+class EvalEpisodes(Slice):
+    """What the evaluate stage plays (``evaluation.*``; the judge's yardstick is judge_eval's)."""
+
+    rollouts_per_task: int
+    max_steps: int
+    sampling: SamplingConfig
+
+
 class EvaluateInputs(_PlaysEpisodes):
     threads: int
     cluster: ClusterConfig
-    evaluation: EvalConfig
+    evaluation: EvalEpisodes
     rollout: RolloutEnvErrors  # evaluation replays and bounds env_error episodes as the rollouts do
     models: PolicyModels
     textgame: TextGameEval | None
@@ -492,6 +502,33 @@ class JudgeInputs(StageInputs):
     textgame: TextGameEngineChoice | None  # the engine picks the adapter
     gui: GuiEngineChoice | None
     plugin: PluginChoice | None
+
+
+class JudgeYardstick(Slice):
+    judge_steps: str | None
+
+
+class JudgeSampling(Slice):
+    m: int
+    sampling: SamplingConfig
+
+
+class JudgeEvalInputs(StageInputs):
+    """The judge_eval stage: the reward model judges the yardstick's steps as the judge stage judges a rollout's."""
+
+    setting: Setting
+    threads: int
+    cluster: ClusterConfig
+    judge: JudgeSampling
+    models: JudgeModels
+    evaluation: JudgeYardstick
+    textgame: TextGameEngineChoice | None  # the engine picks the adapter (its judge template)
+    gui: GuiEngineChoice | None
+    plugin: PluginChoice | None
+
+    def steps_file(self) -> str | None:
+        """The yardstick file, whose bytes also enter the key."""
+        return self.evaluation.judge_steps
 
 
 class WriteTestsInputs(StageInputs):

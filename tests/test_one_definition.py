@@ -20,6 +20,6 @@ def _definitions(name: str) -> list[str]:
 
 
 def test_one_derive_seed_and_one_stage_seed() -> None:
-    assert [d.split(":")[0] for d in _definitions("derive_seed")] == ["rla_core/envs/rollout.py"]
+    assert [d.split(":")[0] for d in _definitions("derive_seed")] == ["rla_core/algo/seeds.py"]
     assert [d.split(":")[0] for d in _definitions("stage_seed")] == ["tasks/stage.py"]
     assert _definitions("no_such_function_anywhere") == []  # the scan can come back empty

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from rla_core.algo.episodes import is_env_error, played
+from rla_core.algo.judging import optimal_steps
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
 from rla_core.schemas import images_column, iteration_column, validate
@@ -446,7 +447,7 @@ def reward_samples(
     m: int,
     accepted_pending: Collection[str] = (),
     nested_in_policy_band: bool = True,
-) -> tuple[pl.DataFrame, dict[str, int]]:
+) -> tuple[pl.DataFrame, dict[str, float]]:
     """Reward-model training rows from the consistency reward (spec §2.2).
 
     Reads ``rollouts.iteration, task_id, pending, rollout_id, step, outcome`` and
@@ -462,9 +463,17 @@ def reward_samples(
     ``cfg.rm_acc_band`` and, when ``nested_in_policy_band`` (AlfWorld, where the RM filter sits
     inside the policy filter), also in ``cfg.policy_acc_band``.
 
+    With ``cfg.rm_outcome_balance`` (ours, not the paper's) the kept rows' advantages are then scaled by
+    :func:`outcome_balance_weights`, so that rows of won and of lost episodes carry equal total weight.
+
     Returns the ``reward_samples`` frame (schema-validated, ``reward`` = raw_ij) and counts
     ``tasks_*`` as in :func:`policy_samples` plus ``rows_*`` over judgment rows and
-    ``judgments_invalid`` (null scores among kept tasks) and ``judgments_without_step``.
+    ``judgments_invalid`` (null scores among kept tasks) and ``judgments_without_step``; the balance of
+    the rows that enter the update: ``rows_kept_won`` / ``rows_kept_lost`` (by episode outcome),
+    ``rows_kept_good_step`` / ``rows_kept_bad_step`` (by the engine's label, :func:`~rla_core.algo.judging.
+    optimal_steps`, when the rollouts carry expert actions), ``steps_judged`` (judged steps of kept tasks),
+    ``steps_unanimous`` (those whose judgments all earn the same raw reward, so every row has advantage 0)
+    and ``unanimous_step_share``; and with the balance on, ``balance_weight_won`` / ``balance_weight_lost``.
 
     Example:
         >>> r = pl.DataFrame({"task_id": ["a", "a"], "pending": [False] * 2, "rollout_id": [0, 1],
@@ -485,7 +494,9 @@ def reward_samples(
         accepted_pending=accepted_pending,
     )
     steps = played(rollouts).filter(pl.col("step").is_not_null())
-    steps = steps.select(iteration_column(steps), *STEP_KEYS, "outcome")
+    labelled = _has_expert_labels(steps)
+    good = optimal_steps(steps) if labelled else pl.Series("good", [None] * steps.height, dtype=pl.Boolean)
+    steps = steps.select(iteration_column(steps), *STEP_KEYS, "outcome").with_columns(good)
     index = _StepIndex.build(tasks, steps)
     # Row counts per drop reason (rows = judgments of tasks present in the rollouts).
     counts = judgments.select(
@@ -502,7 +513,7 @@ def reward_samples(
             )
         }
     ).row(0, named=True)
-    stats = task_stats(tasks.with_columns(n_rows=pl.lit(0)), rows_col="n_rows")
+    stats: dict[str, float] = dict(task_stats(tasks.with_columns(n_rows=pl.lit(0)), rows_col="n_rows"))
     stats.update({k: int(v) for k, v in counts.items() if k != "rows_kept_tasks"})
     judged = index.encode(
         judgments.select(*STEP_KEYS, "judge_idx", "score", "prompt", images_column(judgments), "response"),
@@ -535,7 +546,9 @@ def reward_samples(
     )
     rows = (
         judged.join(
-            step_tab.select(_SID, "iteration", "step_reward", "_mean", "_std", "n_rows"), on=_SID, how="inner"
+            step_tab.select(_SID, "iteration", "outcome", "good", "step_reward", "_mean", "_std", "n_rows"),
+            on=_SID,
+            how="inner",
         )
         .with_columns(
             reward=pl.when(pl.col("score").is_null())
@@ -559,5 +572,63 @@ def reward_samples(
     samples = rows.filter(pl.col("advantage") != 0.0).sort(_SID, "judge_idx")
     stats["rows_zero_advantage"] = rows.height - samples.height
     stats["rows_kept"] = samples.height
+    stats |= _balance_stats(rows, samples, labelled=labelled)
+    if cfg.rm_outcome_balance:
+        weights = outcome_balance_weights(samples["outcome"])
+        samples = samples.with_columns(advantage=pl.col("advantage") * weights)
+        for name, sign in (("balance_weight_won", 1.0), ("balance_weight_lost", -1.0)):
+            of_outcome = weights.filter(samples["outcome"] * sign > 0).to_list()
+            stats[name] = of_outcome[0] if of_outcome else 1.0
     columns = ["iteration", *STEP_KEYS, "judge_idx", "reward", "advantage", "prompt", "images", "response"]
     return validate("reward_samples", samples.select(columns), where=where), stats
+
+
+def _has_expert_labels(steps: pl.DataFrame) -> bool:
+    """Whether any step names the engine's optimal actions (text games do; a plug-in may not)."""
+    if "expert_actions" not in steps.columns or "action" not in steps.columns:
+        return False
+    listed = steps["expert_actions"].drop_nulls()
+    return bool(listed.len()) and bool((listed != "[]").any())
+
+
+def _balance_stats(rows: pl.DataFrame, samples: pl.DataFrame, *, labelled: bool) -> dict[str, float]:
+    """What the judge's update is made of: kept rows by outcome (and by the engine's label), and how many
+    judged steps gave no row at all because their judgments all earned the same raw reward."""
+    per_step = rows.group_by(_SID).agg(unanimous=(pl.col("advantage") == 0.0).all())
+    judged, unanimous = per_step.height, int(per_step["unanimous"].sum())
+    stats: dict[str, float] = {
+        "rows_kept_won": int((samples["outcome"] > 0).sum()),
+        "rows_kept_lost": int((samples["outcome"] < 0).sum()),
+        "steps_judged": judged,
+        "steps_unanimous": unanimous,
+    }
+    if judged:
+        stats["unanimous_step_share"] = unanimous / judged
+    if labelled:
+        stats["rows_kept_good_step"] = int(samples["good"].sum())
+        stats["rows_kept_bad_step"] = int((~samples["good"]).sum())
+    return stats
+
+
+def outcome_balance_weights(outcome: pl.Series) -> pl.Series:
+    """Per reward-model row: the weight that gives won and lost episodes equal total weight (ours).
+
+    ``reward.rm_outcome_balance`` (docs/method.md#balancing-the-judges-rows-by-outcome). With ``N`` rows in
+    all, ``N_won`` of won and ``N_lost`` of lost episodes, a row of outcome ``o`` gets ``N / (2 · N_o)``: each
+    outcome's rows then weigh ``N / 2`` together, and the total weight stays ``N``. When only one outcome is
+    present there is nothing to balance and every weight is 1. The caller multiplies the rows' advantages by
+    it: the policy-gradient term of the update is reweighted, its KL term is not.
+
+    Example: outcomes [+1, -1, -1, -1] → N = 4, N_won = 1, N_lost = 3 → weights [2, 2/3, 2/3, 2/3];
+    won 2 = lost 3 · 2/3 = 2.
+        >>> [round(w, 4) for w in outcome_balance_weights(pl.Series([1.0, -1.0, -1.0, -1.0])).to_list()]
+        [2.0, 0.6667, 0.6667, 0.6667]
+    """
+    n = outcome.len()
+    won = int((outcome > 0).sum())
+    lost = n - won
+    if won == 0 or lost == 0:
+        return pl.Series("weight", [1.0] * n, dtype=pl.Float64)
+    return pl.Series(
+        "weight", [n / (2 * won) if o > 0 else n / (2 * lost) for o in outcome.to_list()], dtype=pl.Float64
+    )

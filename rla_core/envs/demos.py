@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import polars as pl
 
+from rla_core.algo.seeds import derive_seed
 from rla_core.envs.prompts import (
     SHARED_TEMPLATES,
     judge_demo_response,
@@ -32,7 +33,6 @@ from rla_core.envs.prompts import (
     replace_action_list,
     template_texts,
 )
-from rla_core.envs.rollout import derive_seed
 from rla_core.errors import EnvironmentSpecError
 from rla_core.schemas import Images, Str
 

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from rla_core.algo.judging import step_votes
 from rla_core.algo.parsing import last_boxed
-from rla_core.envs.judge import step_votes
+from rla_core.algo.seeds import derive_seed
 from rla_core.envs.prompts import render_failure_summary_prompt
-from rla_core.envs.rollout import derive_seed
 from rla_core.schemas import validate
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The generative step judge: m reward-model judgments per rollout step, and its accuracy metrics.
+"""The generative step judge: m reward-model judgments per rollout step (its accuracy: :mod:`rla_core.algo.judging`).
 
 Spec §1.2(b): every step of every rollout is judged m times; the judge sees the agent's prompt, its
 response and the next observation (prompt in spec §5) and reasons before a ``\\boxed{}`` score. Scores
@@ -13,13 +13,10 @@ call (``n=m``, per-prompt ``seeds``); ``PER_EPISODE`` makes one call per step �
 
 Example:
     >>> j = judge_steps(rollouts, generator=gen, m=3, sampling=SamplingConfig(), seed=1, iteration=1)  # doctest: +SKIP
-    >>> judge_step_accuracy(rollouts, j)  # doctest: +SKIP
-    0.75
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
@@ -27,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from rla_core import progress
-from rla_core.algo.episodes import played
 from rla_core.algo.parsing import parse_boxed_score
+from rla_core.algo.seeds import derive_seed
 from rla_core.envs.prompts import render_judge_prompt
-from rla_core.envs.rollout import GenerationMode, derive_seed
+from rla_core.envs.rollout import GenerationMode
 from rla_core.errors import ArtifactError
 from rla_core.models.multimodal import ImagePrompt, Prompt, strip_image_slots
 from rla_core.schemas import get_schema, validate
@@ -142,130 +139,31 @@ def _judge_prompt(step: dict[str, Any], *, template: str | Template, screens: Pa
     return ImagePrompt(text, tuple(str(screens / ref) for ref in refs))
 
 
-def optimal_steps(rollouts: pl.DataFrame) -> pl.Series:
-    """Per 'rollouts' row: the played ``action`` is one of its ``expert_actions`` (the engine's optimal
-    next commands, a JSON list; null counts as none) — the ground truth of a good step."""
-    return pl.Series(
-        "good",
-        [
-            action in json.loads(expert or "[]")
-            for action, expert in zip(
-                rollouts["action"].to_list(), rollouts["expert_actions"].to_list(), strict=True
-            )
-        ],
-        dtype=pl.Boolean,
-    )
+def read_steps_file(path: Path, *, where: str) -> pl.DataFrame:
+    """A recorded step set (the judge's yardstick): a Parquet file of 'rollouts' rows whose steps carry the
+    engine's ``expert_actions``. Played episodes only (an ``env_error`` episode's steps are dropped).
 
-
-def step_votes(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> pl.DataFrame:
-    """Per step: the judge's mean vote (null scores count 0, spec §2.1) and whether the step was good.
-
-    Reads 'rollouts' task_id, rollout_id, step, action, expert_actions, outcome and 'judgments'
-    task_id, rollout_id, step, score. Returns task_id, rollout_id, step, outcome, good (action is one
-    of the engine's optimal next commands), mean_vote, all_negative (every judgment is -1).
-    Steps without judgments are left out.
+    Raises :class:`~rla_core.errors.ArtifactError` naming ``where`` (the config key) when the file is missing,
+    is not 'rollouts' rows, or has no step with expert actions (there would be no label to measure against).
     """
-    steps = rollouts.select([*_STEP_KEY, "outcome"]).with_columns(good=optimal_steps(rollouts))
-    votes = judgments.group_by(_STEP_KEY).agg(
-        mean_vote=pl.col("score").fill_null(0.0).mean(),
-        all_negative=(pl.col("score") == -1.0).fill_null(False).all(),
+    from rla_core.algo.episodes import played
+
+    if not path.is_file():
+        raise ArtifactError(
+            f"{where}: no file at {str(path)!r}; record a yardstick with `python benchmarks/judge_yardstick.py "
+            "record` (docs/study.md#the-judges-yardstick) or unset the key"
+        )
+    try:
+        frame = pl.read_parquet(path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise ArtifactError(f"{where}: {path} is not a readable Parquet file ({exc})") from None
+    steps = played(validate("rollouts", frame, where=f"{where} ({path})")).filter(
+        pl.col("step").is_not_null()
     )
-    return steps.join(votes, on=_STEP_KEY, how="inner").sort(_STEP_KEY)
-
-
-def judge_step_accuracy(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> float | None:
-    """Share of judged steps whose mean-vote sign matches expert goodness (spec §7 "Process Acc").
-
-    A step is good iff its action is in its ``expert_actions`` (TextWorld ``policy_commands``). A
-    mean vote > 0 predicts good, < 0 predicts bad, and exactly 0 counts as wrong (no signal). None
-    when nothing was judged. Example: votes [+1, -1/3, 0] on steps [good, bad, good] → 2/3.
-
-    On games that are almost always lost most steps are bad, so a judge that calls every step bad
-    scores the bad steps' share here: read it beside :func:`judge_step_metrics`' balanced accuracy.
-    """
-    return judge_step_metrics(rollouts, judgments).get("reward_model/step_accuracy")
-
-
-def judge_step_metrics(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> dict[str, float]:
-    """The judge's step-level metrics against the engine's labels (:func:`optimal_steps`), as stage metrics.
-
-    * ``reward_model/step_accuracy`` — raw accuracy (:func:`judge_step_accuracy`);
-    * ``reward_model/step_balanced_accuracy`` — the mean of the recall on good steps (mean vote > 0) and
-      the recall on bad steps (mean vote < 0); a mean vote of exactly 0 is a miss in either class. A
-      constant judge scores 0.5 (one recall 1, the other 0), whatever the classes' shares; absent when
-      either class has no judged step (a recall of an empty class is undefined);
-    * ``reward_model/good_verdict_share`` — share of judged steps the judge calls good (mean vote > 0);
-    * ``reward_model/good_step_share`` — share of judged steps that are good (the engine's label): the raw
-      accuracy of a judge that calls every step bad is one minus this.
-
-    Empty when nothing was judged.
-
-    Example: votes [+1, -1, -1, 0] on steps [good, bad, good, bad] → raw 2/4; recall good 1/2, bad 1/2 →
-    balanced 0.5; good verdicts 1/4; good steps 2/4.
-    """
-    votes = step_votes(rollouts, judgments)
-    if votes.height == 0:
-        return {}
-    # mean vote > 0 predicts good, < 0 bad; exactly 0 predicts neither (a miss in either class)
-    v = votes.with_columns(pred_good=pl.col("mean_vote") > 0, pred_bad=pl.col("mean_vote") < 0)
-    good, bad = v.filter(pl.col("good")), v.filter(~pl.col("good"))
-    hits_good, hits_bad = int(good["pred_good"].sum()), int(bad["pred_bad"].sum())
-    metrics = {
-        "reward_model/step_accuracy": (hits_good + hits_bad) / v.height,
-        "reward_model/good_verdict_share": int(v["pred_good"].sum()) / v.height,
-        "reward_model/good_step_share": good.height / v.height,
-    }
-    if good.height and bad.height:
-        metrics["reward_model/step_balanced_accuracy"] = (hits_good / good.height + hits_bad / bad.height) / 2
-    return metrics
-
-
-def oracle_judgments(rollouts: pl.DataFrame, *, m: int) -> pl.DataFrame:
-    """The 'judgments' an oracle judge would write: every one of a step's ``m`` votes is +1 when the played
-    action is one of the engine's optimal next actions (:func:`optimal_steps`) and -1 otherwise.
-
-    A diagnostic (``judge.source=oracle``): it reads privileged information the reward model never sees, so
-    the policy's step-wise reward is ±1 per step in place of the mean of m sampled votes — the upper bound
-    of what the step-wise channel can carry. Rows have the 'judgments' schema; ``prompt`` and ``response``
-    are empty (no model was asked) and ``parse_error`` is null. Episodes whose environment failed are
-    left out, as the judge stage leaves them out.
-
-    Example: a step whose action is in its expert_actions gets m scores of +1.0.
-    """
-    steps = played(rollouts).filter(pl.col("step").is_not_null())
-    score = pl.when(optimal_steps(steps)).then(1.0).otherwise(-1.0)
-    frame = (
-        steps.select("iteration", *_STEP_KEY, score=score)
-        .join(pl.DataFrame({"judge_idx": list(range(m))}, schema={"judge_idx": pl.Int64}), how="cross")
-        .sort([*_STEP_KEY, "judge_idx"])
-    )
-    columns = get_schema("judgments").columns
-    filled = frame.with_columns(
-        pl.lit("").alias("prompt"),
-        pl.lit("").alias("response"),
-        *(
-            pl.lit(None, dtype=dtype).alias(name)
-            for name, dtype in columns.items()
-            if name in ("images", "parse_error")
-        ),
-    )
-    return validate("judgments", filled.select(list(columns)), where="oracle_judgments")
-
-
-def judge_outcome_agreement(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> float | None:
-    """Share of rollouts whose outcome the judge foresees (spec §7 "Outcome Acc").
-
-    The prediction is the sign of the mean, over the rollout's steps, of the step mean votes; 0 counts
-    as wrong. None when nothing was judged. Example: rollouts with step means [+1, +1/3] (outcome +1)
-    and [-1] (outcome +1) → 1/2.
-    """
-    votes = step_votes(rollouts, judgments)
-    if votes.height == 0:
-        return None
-    per_rollout = votes.group_by(["task_id", "rollout_id"]).agg(
-        pred=pl.col("mean_vote").mean(), outcome=pl.col("outcome").first()
-    )
-    agree = ((pl.col("pred") > 0) & (pl.col("outcome") > 0)) | (
-        (pl.col("pred") < 0) & (pl.col("outcome") < 0)
-    )
-    return float(per_rollout.select(agree.mean()).item())
+    labelled = steps["expert_actions"].drop_nulls()
+    if steps.height == 0 or not bool((labelled != "[]").any()):
+        raise ArtifactError(
+            f"{where}: {path} has {steps.height} played steps and none names the engine's expert actions, so "
+            "the judge's verdicts cannot be scored; record it from an engine that labels its steps (text games)"
+        )
+    return steps

@@ -34,9 +34,9 @@ import polars as pl
 
 from rla_core.algo.adaptation import Goal
 from rla_core.algo.parsing import parse_last_json_object
+from rla_core.algo.seeds import derive_seed
 from rla_core.envs.feedback import CriticFeedback
 from rla_core.envs.prompts import render_rewrite_prompt
-from rla_core.envs.rollout import derive_seed
 from rla_core.envs.textworld_env import DIFFICULTY_KEYS, SPEC_BOUNDS, canonical_spec
 from rla_core.schemas import get_schema, validate
 

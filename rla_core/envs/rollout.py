@@ -36,7 +36,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -50,6 +49,7 @@ from rla_core import progress
 from rla_core.algo.curriculum import PlayTask
 from rla_core.algo.episodes import EPISODE_KEYS, EpisodeStatus, is_env_error
 from rla_core.algo.parsing import Parsed, fallback_action_index, parse_action_index
+from rla_core.algo.seeds import derive_seed
 from rla_core.config import InvalidAction
 from rla_core.envs.base import EnvErrorKind, StepResult
 from rla_core.envs.prompts import render_policy_prompt
@@ -69,12 +69,6 @@ class GenerationMode(StrEnum):
 
     PER_EPISODE = "per_episode"
     JOINT = "joint"
-
-
-def derive_seed(seed: int, *parts: object) -> int:
-    """A 63-bit seed from ``seed`` and key parts (sha256 of their JSON), independent of call order."""
-    payload = json.dumps([seed, *[str(p) for p in parts]])
-    return int.from_bytes(hashlib.sha256(payload.encode("utf-8")).digest()[:8], "big") >> 1
 
 
 @dataclass

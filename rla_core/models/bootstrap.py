@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rla_core.config import TINY_PREFIX, TINY_VL_PREFIX, hash_jsonable, machine_device
+from rla_core.config import TINY_PREFIX, TINY_VL_PREFIX, TinySize, hash_jsonable, machine_device
 from rla_core.errors import ModelError
 from rla_core.store import publish_dir
 
@@ -83,6 +83,21 @@ class TinyArch:
 
 
 DEFAULT_ARCH = TinyArch()
+
+
+def tiny_arch(size: TinySize) -> TinyArch:
+    """The architecture of a tiny model of ``size`` (``models.tiny.<role>``): heads of 64, MLP twice the width.
+
+    Example: the default size (width 128, 2 layers) is :data:`DEFAULT_ARCH`.
+    """
+    heads = size.width // 64
+    return TinyArch(
+        hidden_size=size.width,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        num_hidden_layers=size.layers,
+        intermediate_size=2 * size.width,
+    )
 
 
 @dataclass(frozen=True)
@@ -192,11 +207,12 @@ def _ensure(name: str, key_fields: dict[str, Any], cache_dir: Path, build: Any) 
     return target
 
 
-def resolve_model(ref: str, *, corpus: Sequence[str], cache_dir: Path) -> Path:
+def resolve_model(ref: str, *, corpus: Sequence[str], cache_dir: Path, arch: TinyArch = DEFAULT_ARCH) -> Path:
     """Turn a model reference into a local checkpoint directory.
 
     ``'tiny:<name>'`` bootstraps (or reuses) a tiny model, ``'tiny-vl:<name>'`` a tiny vision-language
-    model (:func:`ensure_tiny_vl_model`); an existing local directory is validated
+    model (:func:`ensure_tiny_vl_model`), both with the text architecture ``arch`` (:func:`tiny_arch` of the
+    role's ``models.tiny`` size); an existing local directory is validated
     (:func:`validate_checkpoint`); a hub id ``org/name`` is downloaded only when ``HF_HUB_OFFLINE`` is not
     set; anything else that looks like a path and does not exist raises :class:`ModelError`.
 
@@ -204,9 +220,10 @@ def resolve_model(ref: str, *, corpus: Sequence[str], cache_dir: Path) -> Path:
         >>> resolve_model("tiny:policy", corpus=["go north"], cache_dir=Path(".cache/models"))
     """
     if ref.startswith(TINY_PREFIX):
-        return ensure_tiny_model(ref.removeprefix(TINY_PREFIX), corpus=corpus, cache_dir=cache_dir)
+        return ensure_tiny_model(ref.removeprefix(TINY_PREFIX), corpus=corpus, cache_dir=cache_dir, arch=arch)
     if ref.startswith(TINY_VL_PREFIX):
-        return ensure_tiny_vl_model(ref.removeprefix(TINY_VL_PREFIX), corpus=corpus, cache_dir=cache_dir)
+        name = ref.removeprefix(TINY_VL_PREFIX)
+        return ensure_tiny_vl_model(name, corpus=corpus, cache_dir=cache_dir, arch=arch)
     path = Path(ref).expanduser()
     if path.exists():
         return _local_checkpoint(ref, path)

@@ -134,8 +134,11 @@ class SettingAdapter(Protocol):
         ...
 
     def labels(
-        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
-    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]: ...
+        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str], seed: int
+    ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
+        """Policy and reward-model samples with their statistics; ``seed`` is the label stage's (a noisy
+        oracle's flips draw from it)."""
+        ...
 
     def propose(
         self, inputs: AdaptInputs, job: ProposalRequest, *, env_model: Generator | None
@@ -179,16 +182,23 @@ def relative_refs(rollouts: pl.DataFrame, workdir: Path | None) -> pl.DataFrame:
 
 
 def judged_labels(
-    inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
+    inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str], seed: int
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
     """Policy and reward-model samples of step-judged rollouts (text games and GUI tasks alike), with
-    their statistics namespaced ``policy/…`` and ``reward_model/…``."""
+    their statistics namespaced ``policy/…`` and ``reward_model/…``.
+
+    With ``judge.source=oracle`` no judge stage ran: the votes are the engine's labels, turned over with
+    ``judge.oracle_flip``'s probabilities (flips drawn from ``seed``), and the votes' own step metrics
+    (:func:`~rla_core.algo.judging.judge_step_metrics`: the measured balanced accuracy of the votes used)
+    are among the statistics."""
+    from rla_core.algo.judging import judge_step_metrics, oracle_judgments
     from rla_core.algo.labels import policy_samples, reward_samples
-    from rla_core.envs.judge import oracle_judgments
 
     rollouts = frames["rollouts"]
+    stats: dict[str, float] = {}
     if inputs.judge.source is JudgeSource.ORACLE:  # no judge stage ran: the engine's labels are the votes
-        judgments = oracle_judgments(rollouts, m=inputs.judge.m)
+        judgments = oracle_judgments(rollouts, m=inputs.judge.m, flip=inputs.judge.oracle_flip, seed=seed)
+        stats |= judge_step_metrics(rollouts, judgments)
     else:
         judgments = frames["judgments"]
     policy, p_stats = policy_samples(
@@ -197,7 +207,7 @@ def judged_labels(
     reward, r_stats = reward_samples(
         rollouts, judgments, cfg=inputs.reward, m=inputs.judge.m, accepted_pending=accepted
     )
-    stats = {f"policy/{k}": float(v) for k, v in p_stats.items()}
+    stats |= {f"policy/{k}": float(v) for k, v in p_stats.items()}
     stats |= {f"reward_model/{k}": float(v) for k, v in r_stats.items()}
     return policy, reward, stats
 

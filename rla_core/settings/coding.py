@@ -258,8 +258,9 @@ class CodingSetting:
         )
 
     def labels(
-        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str]
+        self, inputs: LabelInputs, frames: dict[str, pl.DataFrame], *, accepted: set[str], seed: int
     ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, float]]:
+        del seed  # coding's labels draw nothing
         rollouts, executions, unit_tests = frames["rollouts"], frames["executions"], frames["unit_tests"]
         policy, p_stats = coding_policy_samples(
             rollouts, executions, cfg=inputs.reward, accepted_pending=accepted

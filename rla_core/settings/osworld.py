@@ -135,11 +135,11 @@ class OsworldSetting:
         return [PlayTask(task_key(t), task_key(t), False, t) for t in tasks]
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
+        from rla_core.algo.seeds import derive_seed
         from rla_core.envs.demos import DEMO_COLUMNS, DemoStep, judge_row, play_demo, policy_row
         from rla_core.envs.osworld.rewriter import rewrite_demos
         from rla_core.envs.osworld.tasks import task_key
         from rla_core.envs.prompts import template_texts
-        from rla_core.envs.rollout import derive_seed
 
         section = need(inputs.gui, Setting.GUI)
         specs = [spec for _slot, _env, spec in self.seed_tasks(inputs.seed_sources())]

@@ -64,7 +64,7 @@ def warm_start_models(cfg: BootstrapInputs, *, out_dir: Path, seed: int) -> Warm
 
 
 def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: Path) -> WarmStartResult:
-    from rla_core.models.bootstrap import is_tiny_ref, resolve_model
+    from rla_core.models.bootstrap import is_tiny_ref, resolve_model, tiny_arch
     from rla_core.models.sft import sft
 
     data = adapter_of(cfg).warm_start(cfg, seed=seed, workdir=demo_files)
@@ -86,8 +86,10 @@ def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: P
     env_ref = cfg.models.environment
     if env_ref is not None and is_tiny_ref(env_ref) and data.environment_rows is not None:
         roles.append(("environment", env_ref, data.environment_rows, "environment"))
+    sizes = cfg.models.tiny
     for role, ref, rows, prefix in roles:
-        base = resolve_model(ref, corpus=data.corpus, cache_dir=cache)
+        arch = tiny_arch(getattr(sizes, role))
+        base = resolve_model(ref, corpus=data.corpus, cache_dir=cache, arch=arch)
         base_id = base.name  # tiny models and cache entries are named by content hash
         if role == "policy" and cfg.models.warm_start and cfg.models.policy_reading_drills > 0:
             base, reading = _read_first(cfg, base, data.policy_rows, seed=seed)
@@ -116,7 +118,9 @@ def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: P
         metrics |= {f"{prefix}/warm_start_{k}": float(v) for k, v in stats.items()}
         dirs[role] = out_dir / role
     env_dir = dirs.get("environment") or (
-        resolve_model(env_ref, corpus=data.corpus, cache_dir=cache) if env_ref is not None else None
+        resolve_model(env_ref, corpus=data.corpus, cache_dir=cache, arch=tiny_arch(sizes.environment))
+        if env_ref is not None
+        else None
     )
     return WarmStartResult(
         policy_dir=dirs["policy"], reward_dir=dirs["reward"], metrics=metrics, environment_dir=env_dir

@@ -7,16 +7,16 @@ import json
 import polars as pl
 
 from rla_core.algo.curriculum import PlayTask
-from rla_core.algo.labels import policy_samples
-from rla_core.config import Band, RewardConfig, SamplingConfig
-from rla_core.envs.feedback import critic_feedback
-from rla_core.envs.judge import (
+from rla_core.algo.judging import (
     judge_outcome_agreement,
     judge_step_accuracy,
     judge_step_metrics,
-    judge_steps,
     oracle_judgments,
 )
+from rla_core.algo.labels import policy_samples
+from rla_core.config import Band, RewardConfig, SamplingConfig
+from rla_core.envs.feedback import critic_feedback
+from rla_core.envs.judge import judge_steps
 from rla_core.envs.rewriter import Goal, LlmRewriter, ParametricRewriter, RewriteRequest, rewrite_tasks
 from rla_core.envs.rollout import run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv

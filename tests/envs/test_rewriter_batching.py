@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from rla_core.algo.adaptation import Goal
+from rla_core.algo.seeds import derive_seed
 from rla_core.config import SamplingConfig
 from rla_core.envs.rewriter import Candidate, LlmRewriter, RewriteRequest, parse_candidate, rewrite_tasks
-from rla_core.envs.rollout import derive_seed
 from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.models.generator import TransformersGenerator
 from tests.envs.conftest import ONE_STEP, TWO_STEP

@@ -9,13 +9,13 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 from rla_core.algo.curriculum import PlayTask
+from rla_core.algo.seeds import derive_seed
 from rla_core.config import InvalidAction, SamplingConfig
 from rla_core.envs.base import StepResult
 from rla_core.envs.judge import judge_steps
 from rla_core.envs.rollout import (
     INVALID_ANSWER_ENDS,
     GenerationMode,
-    derive_seed,
     run_rollouts,
 )
 from rla_core.envs.textworld_env import TextWorldEnv

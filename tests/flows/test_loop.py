@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from flows.runs import load_run_config
+from rla_core.algo.judging import oracle_judgments
 from rla_core.algo.labels import policy_samples
-from rla_core.envs.judge import oracle_judgments
 from rla_core.procs import group_members
 from rla_core.store import ArtifactStore
 from tests.flows.conftest import FlowEnv, kill_group, planned

@@ -88,7 +88,7 @@ def _candidates(value: Any) -> list[Any]:
     if isinstance(value, bool):
         return [not value]
     if isinstance(value, int):
-        return [value + 1, value - 1, 0]
+        return [value + 1, value - 1, 0, value * 2]  # doubling: a tiny model's width (a multiple of 64)
     if isinstance(value, float):
         return [value * 0.5, value + 0.1, value * 1.5, value - 0.1]
     if isinstance(value, str):
@@ -165,17 +165,18 @@ def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) ->
     # outside the GUI setting the screens the models see (only GUI environments have screens).
     screens = [] if setting == "gui" else ["models.images.policy", "models.images.reward"]
     # judge.source=oracle validates only with a frozen reward model in a static environment (and never for
-    # coding): its keys are checked by test_the_oracle_arm_runs_no_judge_and_keys_its_labels.
-    oracle = ["judge.source"]
+    # coding), and the oracle's flips only with it: their keys are checked by
+    # test_the_oracle_arm_runs_no_judge_and_keys_its_labels.
+    oracle = ["judge.source", "judge.oracle_flip.good", "judge.oracle_flip.bad"]
     # A plug-in run's name and options validate only as an installed plug-in and its own options model:
     # their keys are checked by tests/plugins/test_plugin_contract.py (options and the package version).
     plugin_keys = ["plugin.name", "plugin.options"] if setting == "plugin" else []
     # storage.keep_every validates only with storage.keep_last set; no stage reads either (keep_last's change
     # above moved no key), and tests/store/test_retention.py checks both.
     retention = ["storage.keep_every"]
-    expected = (
-        screens + oracle + plugin_keys + retention + (["adaptation.rewriter"] if setting == "coding" else [])
-    )
+    # Coding's reward model writes unit tests: the judge's yardstick and its row balance do not validate there.
+    coding = ["adaptation.rewriter", "evaluation.judge_steps", "reward.rm_outcome_balance"]
+    expected = screens + oracle + plugin_keys + retention + (coding if setting == "coding" else [])
     assert sorted(unchangeable) == sorted(expected)
 
 
@@ -191,6 +192,17 @@ def test_the_oracle_arm_runs_no_judge_and_keys_its_labels(setting: str) -> None:
         if stage.key(oracle, 1, REFS) != stage.key(judged, 1, REFS)
     }
     assert moved == {"judge", "label"}  # the label stage's votes change; the judge slice holds the source too
+    # A noisy oracle's flips change the label stage's votes, nothing else.
+    for flip in ("judge.oracle_flip.good=0.25", "judge.oracle_flip.bad=0.25"):
+        noisy = run(*arm, "judge.source=oracle", flip)
+        moved = {
+            str(name)
+            for name, stage in all_stages().items()
+            if stage.key(noisy, 1, REFS) != stage.key(oracle, 1, REFS)
+        }
+        assert moved == {"judge", "label"}, (
+            flip
+        )  # the judge slice holds judge.* whole (its stage does not run)
 
 
 @pytest.mark.parametrize(
@@ -215,7 +227,7 @@ def test_generating_stage_keys_carry_the_resolved_inference_dtype() -> None:
         run = RunContext(run_id="keys", config=load_config(overrides=list(overrides)))
         return {str(name): stage.key(run, 1, REFS) for name, stage in all_stages().items()}
 
-    generating = {"rollout", "judge", "write_tests", "adapt", "evaluate"}
+    generating = {"rollout", "judge", "judge_eval", "write_tests", "adapt", "evaluate"}
 
     def dtypes(*overrides: str) -> set[str]:
         cfg = load_config(overrides=list(overrides))

@@ -294,21 +294,28 @@ def test_arms_set_exactly_their_ablation_switches() -> None:
             c.reward.use_stepwise,
             c.training.reward.enabled,
             c.adaptation.enabled,
+            c.reward.rm_outcome_balance,
+            (c.judge.source.value, c.judge.oracle_flip.good, c.judge.oracle_flip.bad),
             c.seed,
         )
         for arm in ARMS
     }
+    judge = ("reward_model", 0.0, 0.0)
+    # oracle arms: the policy arm with the engine's labels as votes, turned over with the arm's probabilities
+    oracle = {
+        "oracle-stepwise": ("oracle", 0.0, 0.0), "oracle-p10": ("oracle", 0.1, 0.1),
+        "oracle-p25": ("oracle", 0.25, 0.25), "oracle-p40": ("oracle", 0.4, 0.4),
+        "oracle-p45": ("oracle", 0.45, 0.45), "oracle-good80": ("oracle", 0.8, 0.0),
+    }  # fmt: skip
     assert switches == {
-        "outcome-only": (True, False, False, False, 7),
-        "policy": (True, True, False, False, 7),
-        "reward": (True, True, True, False, 7),
-        "full": (True, True, True, True, 7),
-        "stepwise-only": (False, True, True, False, 7),
-        "oracle-stepwise": (True, True, False, False, 7),  # the policy arm with the engine's labels as votes
-    }
-    assert arm_config(base, "oracle-stepwise", 7).judge.source.value == "oracle"
-    assert {arm_config(base, a, 7).judge.source.value for a in ARMS if a != "oracle-stepwise"} == {
-        "reward_model"
+        "outcome-only": (True, False, False, False, False, judge, 7),
+        "policy": (True, True, False, False, False, judge, 7),
+        "reward": (True, True, True, False, False, judge, 7),
+        "full": (True, True, True, True, False, judge, 7),
+        "stepwise-only": (False, True, True, False, False, judge, 7),
+        "reward-balanced": (True, True, True, False, True, judge, 7),
+        "full-balanced": (True, True, True, True, True, judge, 7),
+        **{arm: (True, True, False, False, False, votes, 7) for arm, votes in oracle.items()},
     }
 
 
@@ -620,3 +627,32 @@ def test_report_and_status_show_the_env_error_rate_beside_the_success_rate(tmp_p
     assert (row.headline("success"), row.headline("env errors")) == ("0.5", "0.25")
     evaluated = StageRow(1, "evaluate", "done", 1, 2.0, {"env/eval_env_error_rate": 0.0})
     assert evaluated.headline("env errors") == "0"
+
+
+def test_report_and_status_warn_when_the_judge_collapses_onto_the_majority_label(tmp_path: Path) -> None:
+    from flows.report import run_report
+    from flows.status import StageRow, judge_warnings
+
+    # Iteration 1: 40 % of steps called good where 42 % are (fine); iteration 2: 3 % where 18 % are (< half).
+    store = ArtifactStore(str(tmp_path))
+    store.write_run_info("r", config={}, config_hash="0" * 64, code_version="test")
+    for it, said, true in ((1, 0.40, 0.42), (2, 0.03, 0.18)):
+        writer = store.begin("r", it, "judge")
+        metrics = {"reward_model/good_verdict_share": said, "reward_model/good_step_share": true}
+        writer.commit("hand-made", {}, {"metrics": metrics})
+    page = run_report(store, "r").html()
+    assert (
+        "id='warnings'" in page
+        and "iteration 2 (training steps): the judge calls 3% of steps good while 18%" in page
+    )
+    # `rla status`: the latest judge stage (and yardstick) only; a judge above half its good-step share says nothing.
+    rows = [
+        StageRow(1, "judge", "done", 1, 1.0, {"reward_model/good_verdict_share": 0.03, "reward_model/good_step_share": 0.18}),
+        StageRow(2, "judge", "done", 1, 1.0, {"reward_model/good_verdict_share": 0.10, "reward_model/good_step_share": 0.18}),
+        StageRow(2, "judge_eval", "done", 1, 1.0, {"reward_model/yardstick_good_verdict_share": 0.01,
+                                                   "reward_model/yardstick_good_step_share": 0.20}),
+    ]  # fmt: skip
+    assert judge_warnings(rows) == [
+        "iteration 2 judge_eval (yardstick): the judge calls 1% of steps good while 20% are (below half): it has "
+        "collapsed onto the majority label, so its step-wise rewards carry little besides the outcome (docs/study.md)"
+    ]
