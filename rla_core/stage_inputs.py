@@ -39,6 +39,7 @@ from rla_core.config import (
     AdaptationConfig,
     ClusterConfig,
     EvalConfig,
+    EvalGrader,
     GuiEngine,
     InferenceDtype,
     InvalidAction,
@@ -288,6 +289,8 @@ class CodingEval(CodingSandbox):
     eval_format: ProblemFormat
     eval_limit: int
     benchmark_time_limit_s: float
+    eval_grader: EvalGrader
+    livebench_release: str
     unit_tests_per_task: int
     unit_test_sampling: SamplingConfig
 
