@@ -529,7 +529,8 @@ class CodingConfig(_Section):
     problems: str = Field("data/coding/problems.jsonl", description="Seed problem set (JSONL).")
     eval_problems: str = Field(
         "data/coding/eval.jsonl",
-        description="Held-out problems for evaluation: a JSONL or Parquet file in eval_format.",
+        description="Held-out problems for evaluation: a JSONL or Parquet file in eval_format (CodeContests: "
+        "also its own JSON export).",
     )
     eval_format: ProblemFormat = Field(
         ProblemFormat.RLA,

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from rla_core.algo.graders import Grader
 from rla_core.algo.metrics import EVAL_CODE_ACC, EVAL_DETECT, EVAL_UT_ACC, coding_eval_metrics
 from rla_core.coding import benchmarks
 from rla_core.coding.benchmarks import (
@@ -25,7 +26,6 @@ from rla_core.coding.benchmarks import (
     plain_unpickle,
 )
 from rla_core.coding.execute import generated_tests_frame, gt_tests_frame, run_tests
-from rla_core.algo.graders import Grader
 from rla_core.coding.tasks import CodingTask, TestForm, TestMethod
 from rla_core.config import ProblemFormat
 from rla_core.errors import EnvironmentSpecError
@@ -243,7 +243,9 @@ def test_malformed_codecontests_rows_are_reported_with_file_line_and_field(tmp_p
     assert "field 'private_tests' must hold equal-length" in reasons["uneq"]
     assert "field 'generated_tests'" in reasons["shape"]
     assert "field 'time_limit' must be {seconds, nanos}" in reasons["limit"]
-    assert "field 'time_limit' text must be 'seconds: S nanos: N'" in reasons["text"]  # the JSON export's form
+    assert (
+        "field 'time_limit' text must be 'seconds: S nanos: N'" in reasons["text"]
+    )  # the JSON export's form
     assert "field 'memory_limit_bytes'" in reasons["memory"]
     assert "field 'input_file' must be a plain file name" in reasons["file"]
     assert "integer seconds and nanos" in reasons["nanos"]
