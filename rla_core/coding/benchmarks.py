@@ -9,19 +9,22 @@ Three published layouts (docs/coding-benchmarks.md has the expected files; nothi
   of a pickled JSON string) and ``metadata`` (a JSON object; ``func_name`` for functional tests);
 * **LiveBench**'s coding category (Parquet, or JSONL): ``question_id``, ``task`` (``LCB_generation`` or
   ``coding_completion``), ``turns`` (the prompt), LiveCodeBench's two test fields, ``original_json``
-  (the LiveCodeBench row, whose ``metadata`` names the function), ``partial_solution`` (completion) and
-  ``livebench_release_date``;
-* **CodeContests** (Parquet, or JSONL): ``name``, ``description``, ``public_tests`` /
+  (the LiveCodeBench row, whose ``metadata`` names the function), ``partial_solution`` (completion),
+  ``livebench_release_date`` and ``livebench_removal_date`` (one release is evaluated, selected as LiveBench
+  selects it: :func:`livebench_in_release`);
+* **CodeContests** (Parquet, JSONL, or its own JSON export): ``name``, ``description``, ``public_tests`` /
   ``private_tests`` / ``generated_tests`` (``{input: [...], output: [...]}``), ``time_limit``
-  (``{seconds, nanos}``), ``solutions`` / ``incorrect_solutions`` (``{language: [...], solution:
-  [...]}``; language 3 is Python 3).
+  (``{seconds, nanos}``), ``memory_limit_bytes``, ``input_file`` / ``output_file``, ``solutions`` /
+  ``incorrect_solutions`` (``{language: [...], solution: [...]}``; language 3 is Python 3).
 
 Every problem is graded on all its tests (public + private, plus generated for CodeContests), as the
 benchmarks grade: the task's acc is the share of programs passing all of them (spec §0 "acc"). Test types
 map onto :class:`TestMethod`: ``stdin`` tests are ``stdio``; ``functional`` tests (one JSON value per
-argument line, a JSON expected value) become ``function`` tests ``name(arg, ...)`` == ``expected`` whose
-prelude lets a LeetCode-style ``class Solution`` answer them. Provenance (``source``, ``release``,
-``problem_id``) is kept on the task and so in the registry's task rows.
+argument line, a JSON expected value) become ``function`` tests kept in that form (``TestForm.JSON``, parsed
+when they run) whose prelude lets a LeetCode-style ``class Solution`` answer them. Each task carries its
+benchmark's grader, program header, memory limit and own prompt (docs/coding-benchmarks.md#graders), and
+its provenance (``source``, ``release``, ``problem_id``): all of it is in the spec, and so in the
+registry's task rows and the stage keys.
 
 LiveCodeBench's packed private tests are decoded with :func:`decode_test_cases`: the pickle is read by
 an unpickler that refuses every opcode outside plain values (strings, numbers, lists, dicts, …), so a

@@ -277,3 +277,14 @@ def test_a_livebench_row_keeps_its_own_prompt() -> None:
     # A LiveCodeBench row has no prompt of its own: the policy's template wraps its question.
     lcb = load_benchmark(fx.LCB_FILE, ProblemFormat.LIVECODEBENCH).tasks[0]
     assert task_policy_prompt(lcb).startswith("Solve the programming problem below")
+
+
+@pytest.mark.parametrize(
+    "module", ["rla_core.coding.execute", "rla_core.coding.prompts", "rla_core.coding.tasks"]
+)
+def test_docstring_examples(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
