@@ -130,7 +130,10 @@ class CodingSetting:
         )  # fmt: skip
         _refuse_malformed(loaded.invalid, f"evaluation problem file '{p}' ({section.eval_format})")
         if section.eval_format is not ProblemFormat.RLA:
-            log.info("evaluation problems from '%s' (%s): %s", p, section.eval_format, loaded.summary())
+            # Problems left out on purpose (outside the LiveBench release, not supported yet) change what the
+            # numbers cover: a warning, which the console shows.
+            say = log.warning if loaded.left_out else log.info
+            say("evaluation problems from '%s' (%s): %s", p, section.eval_format, loaded.summary())
         tasks = [with_eval_grader(t, section.eval_grader) for t in loaded.tasks]
         return [PlayTask(t.task_id, t.task_id, False, t.spec()) for t in tasks]
 

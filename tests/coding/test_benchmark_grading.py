@@ -288,3 +288,25 @@ def test_docstring_examples(module: str) -> None:
 
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_evaluation_warns_once_with_what_a_release_leaves_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from rla_core.config import CodingConfig, Setting
+    from rla_core.settings.coding import CodingSetting
+    from rla_core.stage_inputs import CodingEval, EvaluateInputs
+
+    path = _livebench_file(tmp_path)
+    section = CodingConfig(eval_problems=str(path), eval_format=ProblemFormat.LIVEBENCH)
+    coding = CodingEval.model_validate({k: getattr(section, k) for k in CodingEval.model_fields})
+    # Only the coding section is read: the rest of the slice is left out (building it would load torch).
+    inputs = EvaluateInputs.model_construct(setting=Setting.CODING, coding=coding)
+    with caplog.at_level("INFO", logger="rla_core.settings.coding"):
+        played = CodingSetting().eval_tasks(inputs, None)
+    assert [t.task_id for t in played] == ["livebench-first", "livebench-later"]
+    (record,) = caplog.records
+    assert (
+        record.levelname == "WARNING"
+        and "1 task 'code_generation' (BigCodeBench-style tests)" in record.message
+    )
