@@ -146,10 +146,30 @@ def evaluate_run(
 
 
 def coding_eval_line(metrics: dict[str, float]) -> str:
-    """'code acc 0.500, UT acc 0.500, detect 0.333' from an evaluation's metrics ('' when not coding)."""
-    from rla_core.algo.metrics import CODING_EVAL_LABELS
+    """'code acc 0.500, UT acc 0.500, detect 0.333' from an evaluation's metrics ('' when not coding).
 
-    parts = [f"{label} {metrics[key]:.3f}" for key, label in CODING_EVAL_LABELS.items() if key in metrics]
+    All three are always shown; one without a denominator says why it has no value (a missing signal is
+    not a 0): UT accuracy needs a correct program, detection a problem with a correct and a wrong one.
+    """
+    from rla_core.algo.metrics import CODING_EVAL_LABELS, EVAL_CODE_ACC, EVAL_DETECT
+
+    if EVAL_CODE_ACC not in metrics:
+        return ""
+    acc = metrics[EVAL_CODE_ACC]
+
+    def missing(key: str) -> str:
+        if acc == 0:
+            return "no correct program"
+        if key != EVAL_DETECT:
+            return "no unit test on a problem with a correct program"
+        return (
+            "no wrong program" if acc == 1 else "no unit test on a problem with a correct and a wrong program"
+        )
+
+    parts = [
+        f"{label} {metrics[key]:.3f}" if key in metrics else f"{label} n/a ({missing(key)})"
+        for key, label in CODING_EVAL_LABELS.items()
+    ]
     return ", ".join(parts)
 
 

@@ -59,6 +59,13 @@ class ProblemFormat(StrEnum):
     CODECONTESTS = "codecontests"  # DeepMind CodeContests
 
 
+class EvalGrader(StrEnum):
+    """Who grades the evaluation problems' tests (docs/coding-benchmarks.md#graders)."""
+
+    NATIVE = "native"  # each problem's own benchmark grader, as its loader stamped it
+    RLA = "rla"  # ours (whitespace tokens, coding.memory_limit_mb, coding.output_limit_kb) for every problem
+
+
 class RewriterKind(StrEnum):
     """How environment tasks are rewritten (``TaskRewriter``, docs/architecture.md#cross-module-interfaces)."""
 
@@ -573,7 +580,8 @@ class CodingConfig(_Section):
     problems: str = Field("data/coding/problems.jsonl", description="Seed problem set (JSONL).")
     eval_problems: str = Field(
         "data/coding/eval.jsonl",
-        description="Held-out problems for evaluation: a JSONL or Parquet file in eval_format.",
+        description="Held-out problems for evaluation: a JSONL or Parquet file in eval_format (CodeContests: "
+        "also its own JSON export).",
     )
     eval_format: ProblemFormat = Field(
         ProblemFormat.RLA,
@@ -589,6 +597,17 @@ class CodingConfig(_Section):
         le=60.0,
         description="Per-test limit for benchmark problems whose rows carry none (LiveBench and "
         "LiveCodeBench grade with 6 s); CodeContests rows carry their own.",
+    )
+    eval_grader: EvalGrader = Field(
+        EvalGrader.NATIVE,
+        description="native: each benchmark problem graded by its benchmark's rules; rla: by ours, as the "
+        "built-in tasks are (docs/coding-benchmarks.md#graders).",
+    )
+    livebench_release: str = Field(
+        "",
+        pattern=r"^(\d{4}-\d{2}-\d{2})?$",
+        description="LiveBench release (YYYY-MM-DD) whose questions are evaluated, as LiveBench selects them; "
+        "empty: the newest release in the file.",
     )
     unit_tests_per_task: int = Field(4, ge=1, description="K: unit tests the RM writes per task.")
     unit_test_sampling: SamplingConfig = Field(

@@ -38,6 +38,7 @@ from rla_core.config import (
     SPEED_ONLY_KEYS,
     AdaptationConfig,
     ClusterConfig,
+    EvalGrader,
     GuiEngine,
     InferenceDtype,
     InvalidAction,
@@ -289,6 +290,8 @@ class CodingEval(CodingSandbox):
     eval_format: ProblemFormat
     eval_limit: int
     benchmark_time_limit_s: float
+    eval_grader: EvalGrader
+    livebench_release: str
     unit_tests_per_task: int
     unit_test_sampling: SamplingConfig
 

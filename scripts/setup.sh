@@ -25,6 +25,9 @@ wait "$fd_build"
 # plug-in package itself, editable; the tests run them.
 "$venv/bin/python" -m pip install -q -e ".[reasoning-gym,textarena]"
 "$venv/bin/python" -m pip install -q --no-deps -e plugins/reasoning_gym -e plugins/textarena
+# LiveCodeBench's own grader (NVIDIA's PyPI packaging of its lcb_runner), for the test that checks ours agrees
+# with it (tests/coding/test_lcb_agreement.py); --no-deps keeps its model clients out: the grader needs numpy.
+"$venv/bin/python" -m pip install -q --no-deps "nvidia-livecodebench==26.3"
 # Sandbox user for model-written code (rla_core/sandbox): unprivileged, no home, no shell.
 if [ "$(id -u)" = "0" ] && ! id rla-sandbox >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin rla-sandbox

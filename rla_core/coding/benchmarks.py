@@ -9,19 +9,22 @@ Three published layouts (docs/coding-benchmarks.md has the expected files; nothi
   of a pickled JSON string) and ``metadata`` (a JSON object; ``func_name`` for functional tests);
 * **LiveBench**'s coding category (Parquet, or JSONL): ``question_id``, ``task`` (``LCB_generation`` or
   ``coding_completion``), ``turns`` (the prompt), LiveCodeBench's two test fields, ``original_json``
-  (the LiveCodeBench row, whose ``metadata`` names the function), ``partial_solution`` (completion) and
-  ``livebench_release_date``;
-* **CodeContests** (Parquet, or JSONL): ``name``, ``description``, ``public_tests`` /
+  (the LiveCodeBench row, whose ``metadata`` names the function), ``partial_solution`` (completion),
+  ``livebench_release_date`` and ``livebench_removal_date`` (one release is evaluated, selected as LiveBench
+  selects it: :func:`livebench_in_release`);
+* **CodeContests** (Parquet, JSONL, or its own JSON export): ``name``, ``description``, ``public_tests`` /
   ``private_tests`` / ``generated_tests`` (``{input: [...], output: [...]}``), ``time_limit``
-  (``{seconds, nanos}``), ``solutions`` / ``incorrect_solutions`` (``{language: [...], solution:
-  [...]}``; language 3 is Python 3).
+  (``{seconds, nanos}``), ``memory_limit_bytes``, ``input_file`` / ``output_file``, ``solutions`` /
+  ``incorrect_solutions`` (``{language: [...], solution: [...]}``; language 3 is Python 3).
 
 Every problem is graded on all its tests (public + private, plus generated for CodeContests), as the
 benchmarks grade: the task's acc is the share of programs passing all of them (spec §0 "acc"). Test types
 map onto :class:`TestMethod`: ``stdin`` tests are ``stdio``; ``functional`` tests (one JSON value per
-argument line, a JSON expected value) become ``function`` tests ``name(arg, ...)`` == ``expected`` whose
-prelude lets a LeetCode-style ``class Solution`` answer them. Provenance (``source``, ``release``,
-``problem_id``) is kept on the task and so in the registry's task rows.
+argument line, a JSON expected value) become ``function`` tests kept in that form (``TestForm.JSON``, parsed
+when they run) whose prelude lets a LeetCode-style ``class Solution`` answer them. Each task carries its
+benchmark's grader, program header, memory limit and own prompt (docs/coding-benchmarks.md#graders), and
+its provenance (``source``, ``release``, ``problem_id``): all of it is in the spec, and so in the
+registry's task rows and the stage keys.
 
 LiveCodeBench's packed private tests are decoded with :func:`decode_test_cases`: the pickle is read by
 an unpickler that refuses every opcode outside plain values (strings, numbers, lists, dicts, …), so a
@@ -53,10 +56,12 @@ import pickletools
 import re
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rla_core.coding.tasks import CodingTask, InvalidProblem, load_problems
+from rla_core.algo.graders import LIVECODEBENCH_MEMORY_MB, Grader, codecontests_memory_mb
+from rla_core.coding.tasks import CodingTask, InvalidProblem, TestForm, load_problems
 from rla_core.config import ProblemFormat
 from rla_core.errors import EnvironmentSpecError
 from rla_core.store.jsonl import jsonl_lines
@@ -67,11 +72,20 @@ BENCHMARK_TIME_LIMIT_S = 6.0
 MAX_DECODED_BYTES = 1 << 30
 # CodeContests' language code of Python 3 (its Solution.Language enum).
 CODECONTESTS_PYTHON3 = 3
-# Imports LiveCodeBench puts before every graded program: LeetCode-style code uses List, deque, heapq, …
-# without importing them. Ours is a shorter list of the standard-library names such code relies on.
+# What LiveCodeBench (and LiveBench, with its copy of the runner) puts before every graded program
+# (lcb_runner/evaluation/testing_util.py, docs/coding-benchmarks.md#graders): every name of these modules, in
+# this order (a later module's name shadows an earlier one's: builtins restores pow and open), then the
+# modules themselves, then a recursion limit of 50 000. LeetCode-style code uses List, deque, ceil, … bare.
+LCB_STAR_IMPORTS = (
+    "string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics",
+    "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing",
+)  # fmt: skip
+LCB_MODULE_IMPORTS = LCB_STAR_IMPORTS[:-2]  # all but builtins and typing
+LCB_RECURSION_LIMIT = 50_000
 LCB_PROGRAM_HEADER = (
-    "from typing import *\nfrom collections import *\nfrom functools import *\nfrom itertools import *\n"
-    "from heapq import *\nfrom bisect import *\nimport math\nimport sys\n\n"
+    "".join(f"from {m} import *\n" for m in LCB_STAR_IMPORTS)
+    + "".join(f"import {m}\n" for m in LCB_MODULE_IMPORTS)
+    + f"sys.setrecursionlimit({LCB_RECURSION_LIMIT})\n\n"
 )
 # The pickle opcodes of plain values and containers. No GLOBAL/STACK_GLOBAL/INST/OBJ/NEWOBJ/REDUCE/BUILD/
 # EXT*/PERSID: nothing that names a class or calls a function.
@@ -204,12 +218,31 @@ def assemble_program(code: str, task: CodingTask) -> str:
 
 
 def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
-    """(where, row) per row of a JSONL or Parquet file; a row that is not an object comes as an error text."""
+    """(where, row) per row of a JSONL, Parquet or JSON-array file (CodeContests' own JSON export); a row
+    that is not an object comes as an error text."""
     if path.suffix == ".parquet":
         import polars as pl
 
         for k, row in enumerate(pl.read_parquet(path).iter_rows(named=True), start=1):
             yield f"{path.name}:row {k}", row
+        return
+    if path.suffix == ".json":
+        try:
+            items = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise EnvironmentSpecError(
+                f"'{path}' is not valid JSON ({exc}); a .json file holds one array"
+            ) from None
+        if not isinstance(items, list):
+            raise EnvironmentSpecError(
+                f"'{path}' must hold one JSON array of problems, got {type(items).__name__}"
+            )
+        for k, item in enumerate(items, start=1):
+            where = f"{path.name}:item {k}"
+            yield (
+                where,
+                item if isinstance(item, dict) else f"a row must be a JSON object, got {type(item).__name__}",
+            )
         return
     for line in jsonl_lines(path):
         where = f"{path.name}:{line.lineno}"
@@ -300,20 +333,23 @@ def _lcb_spec(
         name = metadata.get("func_name")
         if not isinstance(name, str) or not name.isidentifier():
             raise EnvironmentSpecError(f"{loc}: field 'metadata.func_name' must name the function under test")
-        calls, expected = [], []
         for k, t in enumerate(tests):
             try:
-                args = [repr(json.loads(line)) for line in t["input"].split("\n") if line.strip()]
-                expected.append(repr(json.loads(t["output"])))
+                json.loads(t["output"])
+                for line in t["input"].split("\n"):
+                    if line.strip():
+                        json.loads(line)
             except json.JSONDecodeError:
                 raise EnvironmentSpecError(
                     f"{loc}: field 'test {k}' of a functional problem must hold one JSON value per "
                     "argument line and a JSON expected value"
                 ) from None
-            calls.append(f"{name}({', '.join(args)})")
-        spec |= {"test_method": "function", "test_input": calls, "test_output": expected}
+        # Kept in LiveCodeBench's own form and parsed when each test runs, as LiveCodeBench does.
+        spec |= {"test_method": "function", "gt_test_form": TestForm.JSON.value}
+        spec |= {"test_input": [t["input"] for t in tests], "test_output": [t["output"] for t in tests]}
         spec |= {"entry_point": name, "test_prelude": _functional_prelude(name)}
-    spec["program_header"] = LCB_PROGRAM_HEADER
+    spec |= {"program_header": LCB_PROGRAM_HEADER, "grader": Grader.LIVECODEBENCH.value}
+    spec["memory_limit_mb"] = LIVECODEBENCH_MEMORY_MB
     return spec
 
 
@@ -338,13 +374,18 @@ def livecodebench_task(
     return CodingTask.from_spec(spec, where=where)
 
 
+# LiveBench's coding tasks graded by its copy of LiveCodeBench's runner, and those graded by BigCodeBench's
+# harness (a unittest suite per question, run with libraries the sandbox does not have): the latter are counted
+# and left out, not reported as malformed.
 LIVEBENCH_TASKS = ("LCB_generation", "coding_completion")
+LIVEBENCH_UNSUPPORTED_TASKS = ("code_generation", "code_completion")
 
 
 def livebench_task(
     row: dict[str, Any], *, where: str = "", time_limit_s: float = BENCHMARK_TIME_LIMIT_S
 ) -> CodingTask:
-    """One LiveBench coding row as a task: the prompt is its first turn; completion rows keep their prefix."""
+    """One LiveBench coding row as a task: the policy sees its first turn as is (LiveBench's own prompt, with
+    its one answer instruction); the reward model the problem itself; completion rows keep their prefix."""
     qid, loc = _problem_id(row, "question_id", where)
     kind = row.get("task")
     if kind not in LIVEBENCH_TASKS:
@@ -356,8 +397,14 @@ def livebench_task(
         raise EnvironmentSpecError(f"{loc}: field 'turns' must be a list whose first entry is the prompt")
     original = _json_object(row.get("original_json"), field="original_json", loc=loc)
     metadata = _json_object(original.get("metadata") or "{}", field="original_json.metadata", loc=loc)
+    content = original.get("question_content")
+    question = (
+        _with_starter(content, original.get("starter_code"))
+        if isinstance(content, str) and content.strip()
+        else turns[0]
+    )
     spec = _lcb_spec(
-        loc=loc, task_id=f"livebench-{_slug(qid)}", question=turns[0], public=row.get("public_test_cases"),
+        loc=loc, task_id=f"livebench-{_slug(qid)}", question=question, public=row.get("public_test_cases"),
         private=row.get("private_test_cases"), metadata=metadata, time_limit_s=time_limit_s,
     )  # fmt: skip
     partial = row.get("partial_solution") if kind == "coding_completion" else None
@@ -365,9 +412,60 @@ def livebench_task(
         raise EnvironmentSpecError(f"{loc}: field 'partial_solution' must be the code to complete")
     release = _date(row.get("livebench_release_date") or row.get("release_date"))
     spec |= {"source": "livebench", "release": release, "problem_id": qid, "partial_solution": partial}
+    spec["prompt"] = turns[0]
     if isinstance(row.get("solution"), str) and row["solution"].strip():
         spec["solution"] = row["solution"]
     return CodingTask.from_spec(spec, where=where)
+
+
+def livebench_in_release(release_date: str, removal_date: str | None, release: str) -> bool:
+    """LiveBench's rule for a question in ``release`` (its load_questions): released at or before it and not
+    removed by then (no removal date, or a later one). Dates are ``YYYY-MM-DD`` strings.
+
+    Example:
+        >>> livebench_in_release("2024-06-24", "2024-11-25", "2024-08-31")
+        True
+        >>> livebench_in_release("2024-06-24", "2024-11-25", "2024-11-25")
+        False
+    """
+    return release_date <= release and (not removal_date or removal_date > release)
+
+
+def _livebench_selection(
+    rows: list[tuple[str, dict[str, Any]]], release: str
+) -> tuple[list[tuple[str, dict[str, Any]]], str, dict[str, int], list[InvalidProblem]]:
+    """The rows of a LiveBench file in ``release`` (empty: the newest in the file), the release, what was
+    left out (reason → count) and the rows without a release date."""
+    dated: list[tuple[str, dict[str, Any], str]] = []
+    invalid: list[InvalidProblem] = []
+    for where, row in rows:
+        date = _date(row.get("livebench_release_date"))
+        if date is None:
+            pid = row.get("question_id")
+            reason = f"problem '{pid}' ({where}): field 'livebench_release_date' is missing"
+            invalid.append(InvalidProblem(where, pid if isinstance(pid, str) else None, reason))
+        else:
+            dated.append((where, row, date))
+    releases = sorted({date for _, _, date in dated})
+    chosen = release or (releases[-1] if releases else "")
+    if release and release not in releases:
+        raise EnvironmentSpecError(
+            f"coding.livebench_release '{release}' is not a release of this LiveBench file; its releases "
+            f"are {releases}. Set one of them, or leave it empty for the newest"
+        )
+    kept: list[tuple[str, dict[str, Any]]] = []
+    left_out: dict[str, int] = {}
+    for where, row, date in dated:
+        removal = _date(row.get("livebench_removal_date"))
+        if not livebench_in_release(date, removal, chosen):
+            why = f"added after release {chosen}" if date > chosen else f"removed by release {chosen}"
+            left_out[why] = left_out.get(why, 0) + 1
+        elif row.get("task") in LIVEBENCH_UNSUPPORTED_TASKS:
+            why = f"task '{row['task']}' (BigCodeBench-style tests): not supported yet"
+            left_out[why] = left_out.get(why, 0) + 1
+        else:
+            kept.append((where, row))
+    return kept, chosen, left_out, invalid
 
 
 # ---- CodeContests ------------------------------------------------------------------------------------
@@ -377,15 +475,29 @@ def _io_lists(row: dict[str, Any], name: str, *, loc: str) -> tuple[list[str], l
     value = row.get(name)
     if value is None:
         return [], []
+    if isinstance(value, list) and all(isinstance(t, dict) for t in value):
+        # CodeContests' own JSON export (convert_riegeli_to_json.py): a list of {input, output}.
+        value = {"input": [t.get("input") for t in value], "output": [t.get("output") for t in value]}
     ins, outs = (value.get("input"), value.get("output")) if isinstance(value, dict) else (None, None)
     if not isinstance(ins, list) or not isinstance(outs, list) or len(ins) != len(outs):
         raise EnvironmentSpecError(f"{loc}: field '{name}' must hold equal-length 'input' and 'output' lists")
     return ins, outs
 
 
+_DURATION_TEXT = re.compile(r"\s*(?:seconds:\s*(-?\d+)\s*)?(?:nanos:\s*(-?\d+)\s*)?")
+
+
 def _time_limit(value: Any, *, loc: str, default: float) -> float:
-    if value is None:
+    if value is None or value == "":
         return default
+    if isinstance(value, str):
+        # The JSON export writes the Duration message as protobuf text: "seconds: 2\nnanos: 500000000\n".
+        text = _DURATION_TEXT.fullmatch(value)
+        if text is None:
+            raise EnvironmentSpecError(
+                f"{loc}: field 'time_limit' text must be 'seconds: S nanos: N', got {value!r}"
+            )
+        value = {"seconds": int(text.group(1) or 0), "nanos": int(text.group(2) or 0)}
     if not isinstance(value, dict):
         raise EnvironmentSpecError(f"{loc}: field 'time_limit' must be {{seconds, nanos}} or null")
     seconds, nanos = value.get("seconds") or 0, value.get("nanos") or 0
@@ -395,29 +507,44 @@ def _time_limit(value: Any, *, loc: str, default: float) -> float:
     return limit if limit > 0 else default
 
 
+def _python_solutions(value: Any) -> list[str]:
+    """The Python 3 solutions of a ``solutions`` field: {language: [...], solution: [...]} (Hugging Face) or a
+    list of {language, solution} (CodeContests' JSON export)."""
+    if isinstance(value, list):
+        pairs = [(s.get("language"), s.get("solution")) for s in value if isinstance(s, dict)]
+    elif isinstance(value, dict):
+        pairs = list(zip(value.get("language") or [], value.get("solution") or [], strict=False))
+    else:
+        pairs = []
+    return [code for lang, code in pairs if lang == CODECONTESTS_PYTHON3 and isinstance(code, str)]
+
+
 def codecontests_task(
     row: dict[str, Any], *, release: str, where: str = "", time_limit_s: float = BENCHMARK_TIME_LIMIT_S
 ) -> CodingTask:
-    """One CodeContests row as a stdio task: public + private + generated tests, its own time limit."""
+    """One CodeContests row as a stdio task: public + private + generated tests, its own time and memory
+    limits, its input and output files where it names them; graded by CodeContests' rules."""
     name, loc = _problem_id(row, "name", where)
     description = _field(row, "description", str, loc=loc)
     ins: list[str] = []
     outs: list[str] = []
-    for field in ("public_tests", "private_tests", "generated_tests"):
-        i, o = _io_lists(row, field, loc=loc)
+    for part in ("public_tests", "private_tests", "generated_tests"):
+        i, o = _io_lists(row, part, loc=loc)
         ins, outs = ins + i, outs + o
-    solutions = row.get("solutions") or {}
-    python = [
-        code
-        for lang, code in zip(solutions.get("language") or [], solutions.get("solution") or [], strict=False)
-        if lang == CODECONTESTS_PYTHON3
-    ]
+    python = _python_solutions(row.get("solutions"))
+    memory = row.get("memory_limit_bytes")
+    if memory is not None and (not isinstance(memory, int) or isinstance(memory, bool) or memory < 0):
+        raise EnvironmentSpecError(
+            f"{loc}: field 'memory_limit_bytes' must be a non-negative integer or null"
+        )
     spec = {
         "task_id": f"cc-{_slug(name)}", "question": description, "test_method": "stdio",
         "test_input": ins, "test_output": outs,
         "time_limit_s": _time_limit(row.get("time_limit"), loc=loc, default=time_limit_s),
         "solution": python[0] if python else None,
         "source": "codecontests", "release": release, "problem_id": name,
+        "grader": Grader.CODECONTESTS.value, "memory_limit_mb": codecontests_memory_mb(memory),
+        "input_file": row.get("input_file") or "", "output_file": row.get("output_file") or "",
     }  # fmt: skip
     return CodingTask.from_spec(spec, where=where)
 
@@ -427,12 +554,36 @@ def codecontests_task(
 
 def release_of(path: Path, fmt: ProblemFormat) -> str:
     """The release a file holds, from its published name: LiveCodeBench ``testN.jsonl`` → ``release_vN``
-    (``test.jsonl`` is release_v1); a Hugging Face split file ``test-00000-of-00001.parquet`` → ``test``."""
+    (``test.jsonl`` is release_v1); a Hugging Face split file ``test-00000-of-00001.parquet`` → ``test``;
+    CodeContests' JSON export ``code_contests_valid.json`` → ``valid``."""
     stem = path.name.split(".", 1)[0]
     match = re.fullmatch(r"test(\d*)", stem)
     if fmt is ProblemFormat.LIVECODEBENCH and match:
         return f"release_v{match.group(1) or 1}"
-    return stem.split("-", 1)[0]
+    return stem.split("-", 1)[0].removeprefix("code_contests_")
+
+
+@dataclass(frozen=True)
+class BenchmarkFile:
+    """What :func:`load_benchmark` read: the problems, the malformed rows, how many problems each release
+    gave, and the rows left out on purpose (reason → count: LiveBench questions outside the release, tasks
+    not supported yet)."""
+
+    tasks: list[CodingTask]
+    invalid: list[InvalidProblem]
+    per_release: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)
+    release: str | None = None  # LiveBench: the release evaluated
+
+    def summary(self) -> str:
+        """One line for the log: problems per release, then what was left out and why."""
+        loaded = ", ".join(f"{r}: {n}" for r, n in sorted(self.per_release.items()))
+        line = f"{len(self.tasks)} problems loaded ({loaded or 'none'})"
+        if self.release is not None:
+            line = f"LiveBench release {self.release}: {line}"
+        if self.left_out:
+            line += "; left out: " + ", ".join(f"{n} {why}" for why, n in sorted(self.left_out.items()))
+        return line
 
 
 def load_benchmark(
@@ -441,17 +592,21 @@ def load_benchmark(
     *,
     time_limit_s: float = BENCHMARK_TIME_LIMIT_S,
     limit: int = 0,
-) -> tuple[list[CodingTask], list[InvalidProblem]]:
-    """Problems of a local benchmark file in format ``fmt`` (JSONL or Parquet); malformed rows returned.
+    livebench_release: str = "",
+) -> BenchmarkFile:
+    """Problems of a local benchmark file in format ``fmt`` (JSONL, Parquet, or CodeContests' JSON export);
+    malformed rows returned.
 
     ``time_limit_s``: the per-test limit of rows that carry none. ``limit``: keep the first N valid
-    problems (0: all). Raises EnvironmentSpecError only when the file is missing or two problems share an
-    id. ``fmt`` ``rla`` is our own JSONL (:func:`load_problems`).
+    problems (0: all). ``livebench_release``: the LiveBench release evaluated (empty: the newest in the
+    file), selected as LiveBench does (:func:`livebench_in_release`). Raises EnvironmentSpecError only when
+    the file is missing, two problems share an id, or the release is not one of the file's. ``fmt`` ``rla``
+    is our own JSONL (:func:`load_problems`).
     """
     p = Path(path)
     if fmt is ProblemFormat.RLA:
         ours, bad = load_problems(p)
-        return (ours[:limit] if limit else ours), bad
+        return BenchmarkFile(ours[:limit] if limit else ours, bad)
     if not p.is_file():
         raise EnvironmentSpecError(
             f"{fmt} file '{p}' does not exist; docs/coding-benchmarks.md shows where the files go"
@@ -468,11 +623,20 @@ def load_benchmark(
     }
     tasks: list[CodingTask] = []
     invalid: list[InvalidProblem] = []
-    seen: set[str] = set()
+    rows: list[tuple[str, dict[str, Any]]] = []
     for where, row in read_rows(p):
         if isinstance(row, str):
             invalid.append(InvalidProblem(where, None, row))
-            continue
+        else:
+            rows.append((where, row))
+    left_out: dict[str, int] = {}
+    chosen: str | None = None
+    if fmt is ProblemFormat.LIVEBENCH:
+        rows, chosen, left_out, undated = _livebench_selection(rows, livebench_release)
+        invalid += undated
+    seen: set[str] = set()
+    per_release: dict[str, int] = {}
+    for where, row in rows:
         try:
             task = make[fmt](row, where)
         except EnvironmentSpecError as exc:
@@ -486,4 +650,6 @@ def load_benchmark(
         seen.add(task.task_id)
         if not limit or len(tasks) < limit:
             tasks.append(task)
-    return tasks, invalid
+            key = task.release or "?"
+            per_release[key] = per_release.get(key, 0) + 1
+    return BenchmarkFile(tasks, invalid, per_release, left_out, chosen)

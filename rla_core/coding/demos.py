@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from rla_core.coding.prompts import policy_prompt, unit_test_prompt
+from rla_core.coding.prompts import task_policy_prompt, unit_test_prompt
 from rla_core.coding.tasks import CodingTask, TestMethod
 from rla_core.errors import EnvironmentSpecError
 from rla_core.sandbox.runner import ErrorKind, Job, Limits, Sandbox
@@ -44,7 +44,7 @@ def policy_demo_rows(tasks: Sequence[CodingTask]) -> pl.DataFrame:
         solution = _require_solution(t)
         rows.append(
             {
-                "prompt": policy_prompt(t.question, test_method=t.test_method, entry_point=t.entry_point),
+                "prompt": task_policy_prompt(t),
                 "response": f"I read the input, compute the answer and print it.\n```python\n{solution.strip()}\n```",
             }
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 
-from rla_core.coding.tasks import TestMethod
+from rla_core.coding.tasks import CodingTask, TestMethod
 
 POLICY_STDIO = (
     "Solve the programming problem below. Think step by step, then write a complete python script "
@@ -64,6 +64,20 @@ def policy_prompt(question: str, *, test_method: TestMethod, entry_point: str | 
     if test_method is TestMethod.STDIO:
         return POLICY_STDIO.format(question=question.strip())
     return POLICY_FUNCTION.format(question=question.strip(), entry_point=entry_point or "solution")
+
+
+def task_policy_prompt(task: CodingTask) -> str:
+    """The policy prompt of ``task``: a benchmark row's own prompt as the benchmark uses it (LiveBench's first
+    turn, with its one answer instruction and, for a completion, its completion rule), else ours.
+
+    Example:
+        >>> t = CodingTask("t", "Print 1.", TestMethod.STDIO, (("", "1"),), prompt="Their prompt")
+        >>> task_policy_prompt(t)
+        'Their prompt'
+    """
+    if task.prompt:
+        return task.prompt
+    return policy_prompt(task.question, test_method=task.test_method, entry_point=task.entry_point)
 
 
 def unit_test_prompt(question: str, *, test_method: TestMethod, entry_point: str | None = None) -> str:

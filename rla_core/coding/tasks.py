@@ -7,7 +7,12 @@ Two test methods:
 * ``function`` (HumanEval style): the program defines a function; a test is a pair (call expression,
   expected-value expression), run as ``assert (call) == (expected)``. A task may carry a
   ``test_prelude`` (HumanEval's ``check`` function) that the harness puts after the program; HumanEval's
-  single GT test is then ``check(<entry_point>)`` with expected value ``None``.
+  single GT test is then ``check(<entry_point>)`` with expected value ``None``. A benchmark's GT function
+  tests may instead be in its own form (:class:`TestForm`): LiveCodeBench's are one JSON value per
+  argument line and a JSON expected value, parsed when the test runs.
+
+Each task names the grader of its tests (:class:`rla_core.algo.graders.Grader`): ours for our own
+problems, the benchmark's for a benchmark's rows (rla_core.coding.benchmarks stamps it).
 
 Problem files are JSONL, one object per line (see ``data/coding/README.md``). Loading validates every
 problem: malformed ones are returned as :class:`InvalidProblem` with the id, field and reason.
@@ -23,13 +28,20 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from rla_core.algo.graders import Grader
 from rla_core.errors import EnvironmentSpecError
 from rla_core.store.jsonl import jsonl_lines
+
+# A benchmark's input or output file name (CodeContests' input_file/output_file): a plain name in the program's
+# working directory, never a path or the program's own file.
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+_RESERVED_FILES = frozenset({"main.py"})
 
 
 class TestMethod(StrEnum):
@@ -38,6 +50,14 @@ class TestMethod(StrEnum):
     __test__ = False  # not a pytest test class
     STDIO = "stdio"
     FUNCTION = "function"
+
+
+class TestForm(StrEnum):
+    """How a task's GT ``function`` tests are written (tests the reward model writes are always ``call``)."""
+
+    __test__ = False  # not a pytest test class
+    CALL = "call"  # a call expression and an expected-value expression: ``f([1, 2])`` / ``3``
+    JSON = "json"  # LiveCodeBench's: one JSON value per argument line, a JSON expected value
 
 
 @dataclass(frozen=True)
@@ -61,6 +81,22 @@ class CodingTask:
     # every program (LiveCodeBench's imports), and LiveBench's code-completion prefix.
     program_header: str = ""
     partial_solution: str = ""
+    # The grader of every test of this task, GT or generated (rla_core.algo.graders), and the form of its GT
+    # function tests. A benchmark's address-space limit per run (None: coding.memory_limit_mb), the row's own
+    # prompt when it has one (used as is instead of the policy's template), and the files a CodeContests
+    # problem reads its input from and writes its answer to ("" = stdin / stdout).
+    grader: Grader = Grader.RLA
+    gt_test_form: TestForm = TestForm.CALL
+    memory_limit_mb: int | None = None
+    prompt: str = ""
+    input_file: str = ""
+    output_file: str = ""
+
+    @property
+    def from_benchmark(self) -> bool:
+        """A benchmark's own row (it has a problem id there): its GT tests are the benchmark's, and may be
+        empty (stdin closed, or an empty answer), which a test we write may not."""
+        return self.problem_id is not None
 
     def spec(self) -> dict[str, Any]:
         """The task as a JSON-able dict (round-trips through :meth:`from_spec`)."""
@@ -79,12 +115,18 @@ class CodingTask:
             **{k: v for k, v in self._benchmark_fields().items() if v},
         }
 
-    def _benchmark_fields(self) -> dict[str, str | None]:
+    def _benchmark_fields(self) -> dict[str, str | int | None]:
         return {
             "release": self.release,
             "problem_id": self.problem_id,
             "program_header": self.program_header,
             "partial_solution": self.partial_solution,
+            "grader": None if self.grader is Grader.RLA else self.grader.value,
+            "gt_test_form": None if self.gt_test_form is TestForm.CALL else self.gt_test_form.value,
+            "memory_limit_mb": self.memory_limit_mb,
+            "prompt": self.prompt,
+            "input_file": self.input_file,
+            "output_file": self.output_file,
         }
 
     @staticmethod
@@ -114,11 +156,12 @@ class CodingTask:
             raise bad("test_input/test_output", f"have unequal lengths {len(inputs)} and {len(outputs)}")
         if not inputs:
             raise bad("test_input", "is empty: a task needs at least one GT test")
+        benchmark = spec.get("problem_id") is not None
         for k, (i, o) in enumerate(zip(inputs, outputs, strict=True)):
             if not isinstance(i, str) or not isinstance(o, str):
                 raise bad(f"test_input[{k}]/test_output[{k}]", "must be strings")
-            if not i.strip() or not o.strip():
-                # spec §1.1: an empty input or output is an "Invalid Test".
+            if not benchmark and (not i.strip() or not o.strip()):
+                # spec §1.1: an empty input or output is an "Invalid Test" (a benchmark's own tests may be empty).
                 raise bad(f"test_input[{k}]/test_output[{k}]", "is empty (an invalid test)")
         limit = spec.get("time_limit_s", 1.0)
         if not isinstance(limit, int | float) or isinstance(limit, bool) or not 0 < limit <= 60:
@@ -130,10 +173,36 @@ class CodingTask:
         solution = spec.get("solution")
         if not isinstance(prelude, str) or (solution is not None and not isinstance(solution, str)):
             raise bad("test_prelude/solution", "must be strings")
-        extra = {k: spec.get(k) for k in ("release", "problem_id", "program_header", "partial_solution")}
+        texts = (
+            "release",
+            "problem_id",
+            "program_header",
+            "partial_solution",
+            "prompt",
+            "input_file",
+            "output_file",
+        )
+        extra = {k: spec.get(k) for k in texts}
         for key, value in extra.items():
             if value is not None and not isinstance(value, str):
                 raise bad(key, f"must be a string, got {type(value).__name__}")
+        for key in ("input_file", "output_file"):
+            name = extra[key]
+            if name and (_FILE_NAME.fullmatch(name) is None or name in _RESERVED_FILES):
+                raise bad(key, f"must be a plain file name (letters, digits, '_', '.', '-'), got {name!r}")
+        try:
+            grader = Grader(spec.get("grader") or Grader.RLA)
+        except ValueError:
+            raise bad("grader", f"must be one of {[g.value for g in Grader]}") from None
+        try:
+            form = TestForm(spec.get("gt_test_form") or TestForm.CALL)
+        except ValueError:
+            raise bad("gt_test_form", f"must be one of {[f.value for f in TestForm]}") from None
+        if form is TestForm.JSON and method is not TestMethod.FUNCTION:
+            raise bad("gt_test_form", "json applies to function tests only")
+        memory = spec.get("memory_limit_mb")
+        if memory is not None and (not isinstance(memory, int) or isinstance(memory, bool) or memory < 16):
+            raise bad("memory_limit_mb", f"must be an integer >= 16 (MiB) or null, got {memory!r}")
         return CodingTask(
             task_id=pid,
             question=question,
@@ -148,6 +217,12 @@ class CodingTask:
             problem_id=extra["problem_id"],
             program_header=extra["program_header"] or "",
             partial_solution=extra["partial_solution"] or "",
+            grader=grader,
+            gt_test_form=form,
+            memory_limit_mb=memory,
+            prompt=extra["prompt"] or "",
+            input_file=extra["input_file"] or "",
+            output_file=extra["output_file"] or "",
         )
 
 

@@ -199,15 +199,21 @@ class ExecResult:
     error_kind: ErrorKind
     wall_s: float
     detail: str = ""
+    # What the program wrote to the job's output_file (at most the output limit); None: the job named none.
+    file_output: str | None = None
 
 
 @dataclass(frozen=True)
 class Job:
-    """One program run: source code, stdin text and limits."""
+    """One program run: source code, stdin text and limits; ``input_file`` (the stdin text, read-only) and
+    ``output_file`` (read back as :attr:`ExecResult.file_output`): plain names in the program's working
+    directory, for problems that read or answer through files ("" = none)."""
 
     code: str
     stdin: str
     limits: Limits = field(default_factory=Limits)
+    input_file: str = ""
+    output_file: str = ""
 
 
 def sandbox_user_processes(user: str = SANDBOX_USER) -> list[int]:
@@ -478,8 +484,10 @@ class Sandbox:
             )
 
     def _command(
-        self, cgroup: Path, limits: Limits, *, program_fd: int, seccomp_fd: int, json_fd: int, status_fd: int
+        self, cgroup: Path, limits: Limits, files: list[str], *, program_fd: int, seccomp_fd: int, **fds: int
     ) -> list[str]:
+        """The run's command line; ``files``: bwrap's binds of the job's input and output files."""
+        json_fd, status_fd = fds["json_fd"], fds["status_fd"]
         lim = [
             status_fd,
             limits.cpu_s,
@@ -505,6 +513,7 @@ class Sandbox:
             "--file",
             str(program_fd),
             "/tmp/main.py",
+            *files,
             "--remount-ro",
             "/",
             "--chdir",
@@ -523,24 +532,39 @@ class Sandbox:
             *map(str, lim),
         ]
 
-    def run_program(self, code: str, stdin: str, *, limits: Limits) -> ExecResult:
+    def run_program(
+        self, code: str, stdin: str, *, limits: Limits, input_file: str = "", output_file: str = ""
+    ) -> ExecResult:
         """Run ``code`` with ``stdin`` under ``limits``; never raises for program misbehaviour.
 
-        Raises SandboxError only when the sandbox itself fails (bwrap set-up, leaked processes).
+        ``input_file`` / ``output_file``: as in :class:`Job`. Raises SandboxError only when the sandbox itself
+        fails (bwrap set-up, leaked processes).
         """
+        if any(
+            n and (os.path.basename(n) != n or n in (".", "..", "main.py")) for n in (input_file, output_file)
+        ):
+            raise SandboxError(f"a job's files must be plain file names, got {input_file!r}, {output_file!r}")
         workdir = Path(tempfile.mkdtemp(prefix="rla-sbx-", dir=self.work_root))
         cgroup = self._cgroup_parent / f"run-{uuid.uuid4().hex}"
         try:
             (workdir / "main.py").write_text(code, encoding="utf-8")
             (workdir / "stdin.txt").write_text(stdin, encoding="utf-8")
+            # bwrap binds these by name as the sandbox user: the work directory becomes searchable, not listable.
+            # The output file is the sandbox user's and read back here (ExecResult.file_output).
+            files = ["--ro-bind", str(workdir / "stdin.txt"), f"/tmp/{input_file}"] if input_file else []
+            if output_file:
+                (workdir / "output_file").touch(mode=0o600)
+                os.chown(workdir / "output_file", self.uid, self.gid)
+                files += ["--bind", str(workdir / "output_file"), f"/tmp/{output_file}"]
+            workdir.chmod(0o711 if files else 0o700)
             cgroup.mkdir()
             (cgroup / "pids.max").write_text(str(limits.max_processes + _BWRAP_PROCESSES))
-            return self._execute(workdir, cgroup, limits)
+            return self._execute(workdir, cgroup, limits, files)
         finally:
             self._drain_cgroup(cgroup)
             shutil.rmtree(workdir, ignore_errors=False)
 
-    def _execute(self, workdir: Path, cgroup: Path, limits: Limits) -> ExecResult:
+    def _execute(self, workdir: Path, cgroup: Path, limits: Limits, files: list[str]) -> ExecResult:
         timed_out = False
         start = time.perf_counter()
         seccomp_fd = os.memfd_create("rla-sandbox-seccomp")
@@ -562,7 +586,7 @@ class Sandbox:
                     "status_fd": fstatus.fileno(),
                 }
                 proc = subprocess.Popen(
-                    self._command(cgroup, limits, **fds),
+                    self._command(cgroup, limits, files, **fds),
                     stdin=fin,
                     stdout=fout,
                     stderr=ferr,
@@ -615,6 +639,8 @@ class Sandbox:
         out_limit = limits.output_kb * 1024
         stdout_raw = _read_head(workdir / "stdout", out_limit + 1)
         stderr_raw = _read_head(workdir / "stderr", _STDERR_KEEP_BYTES)
+        answer = workdir / "output_file"
+        file_raw = _read_head(answer, out_limit + 1) if answer.exists() else None
         if not timed_out and exit_code is None and sig is None:
             kind, detail = (
                 ErrorKind.NO_STATUS,
@@ -625,7 +651,7 @@ class Sandbox:
                 timed_out=timed_out,
                 exit_code=exit_code,
                 sig=sig,
-                stdout_len=len(stdout_raw),
+                stdout_len=max(len(stdout_raw), len(file_raw or b"")),
                 out_limit=out_limit,
                 stderr=stderr_raw,
             )
@@ -637,6 +663,7 @@ class Sandbox:
             error_kind=kind,
             wall_s=wall,
             detail=detail,
+            file_output=None if file_raw is None else file_raw[:out_limit].decode("utf-8", errors="replace"),
         )
 
     def _drain_cgroup(self, cgroup: Path) -> None:
@@ -699,7 +726,12 @@ class Sandbox:
 
             return run_batches(self.cluster, partial(_run_batch, self.spec), jobs, what="sandbox batch")
         with ThreadPoolExecutor(max_workers=min(self.max_parallel, len(jobs))) as pool:
-            return list(pool.map(lambda j: self.run_program(j.code, j.stdin, limits=j.limits), jobs))
+            return list(pool.map(self._run_job, jobs))
+
+    def _run_job(self, job: Job) -> ExecResult:
+        return self.run_program(
+            job.code, job.stdin, limits=job.limits, input_file=job.input_file, output_file=job.output_file
+        )
 
 
 def _run_batch(spec: SandboxSpec, jobs: list[Job]) -> list[ExecResult]:

@@ -8,6 +8,7 @@ rollout; the execute stage runs the programs on the reward model's generated tes
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from rla_core.algo.coding_rewards import (
 )
 from rla_core.algo.curriculum import PlayTask, RewriteTarget
 from rla_core.algo.episodes import played
-from rla_core.config import ClusterConfig, Setting
+from rla_core.config import ClusterConfig, EvalGrader, ProblemFormat, Setting
 from rla_core.errors import EnvironmentSpecError
 from rla_core.schemas import empty_frame, get_schema
 from rla_core.settings.base import ProposalRequest, WarmStartData, resolve_data_path
@@ -39,6 +40,8 @@ from rla_core.stage_inputs import (
     need,
 )
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from rla_core.coding.tasks import CodingTask, InvalidProblem
     from rla_core.models.generator import Generator
@@ -50,6 +53,16 @@ def coding_task(task_id: str, spec: dict[str, Any]) -> CodingTask:
     from rla_core.coding.tasks import CodingTask
 
     return dataclasses.replace(CodingTask.from_spec(spec, where=task_id), task_id=task_id)
+
+
+def with_eval_grader(task: CodingTask, grader: EvalGrader) -> CodingTask:
+    """``task`` as ``coding.eval_grader`` grades it: as its loader stamped it (native), or by our rules with the
+    run's own memory and output limits (rla); its tests, header and prompt stay the benchmark's."""
+    from rla_core.algo.graders import Grader
+
+    if grader is EvalGrader.NATIVE:
+        return task
+    return dataclasses.replace(task, grader=Grader.RLA, memory_limit_mb=None)
 
 
 def sandbox(section: CodingSandbox, cluster: ClusterConfig | None = None) -> Sandbox:
@@ -111,10 +124,17 @@ class CodingSetting:
         section = need(inputs.coding, Setting.CODING)
         p = resolve_data_path(path or section.eval_problems)
         # Ours or a benchmark's layout (docs/coding-benchmarks.md); a malformed row stops the evaluation.
-        tasks, invalid = load_benchmark(
-            p, section.eval_format, time_limit_s=section.benchmark_time_limit_s, limit=section.eval_limit
-        )
-        _refuse_malformed(invalid, f"evaluation problem file '{p}' ({section.eval_format})")
+        loaded = load_benchmark(
+            p, section.eval_format, time_limit_s=section.benchmark_time_limit_s, limit=section.eval_limit,
+            livebench_release=section.livebench_release,
+        )  # fmt: skip
+        _refuse_malformed(loaded.invalid, f"evaluation problem file '{p}' ({section.eval_format})")
+        if section.eval_format is not ProblemFormat.RLA:
+            # Problems left out on purpose (outside the LiveBench release, not supported yet) change what the
+            # numbers cover: a warning, which the console shows.
+            say = log.warning if loaded.left_out else log.info
+            say("evaluation problems from '%s' (%s): %s", p, section.eval_format, loaded.summary())
+        tasks = [with_eval_grader(t, section.eval_grader) for t in loaded.tasks]
         return [PlayTask(t.task_id, t.task_id, False, t.spec()) for t in tasks]
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
@@ -138,7 +158,7 @@ class CodingSetting:
     def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
         from rla_core.coding.benchmarks import assemble_program
         from rla_core.coding.execute import gt_tests_frame, run_tests
-        from rla_core.coding.prompts import policy_prompt
+        from rla_core.coding.prompts import task_policy_prompt
         from rla_core.coding.unit_tests import extract_program
 
         # Coding has one step per rollout (spec §0: T = 1), no action index to be invalid, and no side
@@ -146,12 +166,8 @@ class CodingSetting:
         section = expect_section(request.env, CodingSandbox)
         tasks, iteration = request.tasks, request.iteration
         coding = [coding_task(t.task_id, t.spec) for t in tasks]
-        prompts = [  # in the model's chat markup when configured: the recorded prompt is what it saw
-            generator.format_prompt(
-                policy_prompt(c.question, test_method=c.test_method, entry_point=c.entry_point)
-            )
-            for c in coding
-        ]
+        # In the model's chat markup when configured: the recorded prompt is what it saw.
+        prompts = [generator.format_prompt(task_policy_prompt(c)) for c in coding]
         outputs = generator.generate(prompts, n=request.n, sampling=request.sampling, seed=request.seed)
         rows: list[dict[str, Any]] = []
         for task, code, prompt, samples in zip(tasks, coding, prompts, outputs, strict=True):

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from rla_core.algo.graders import Grader
 from rla_core.algo.metrics import EVAL_CODE_ACC, EVAL_DETECT, EVAL_UT_ACC, coding_eval_metrics
 from rla_core.coding import benchmarks
 from rla_core.coding.benchmarks import (
@@ -25,7 +26,7 @@ from rla_core.coding.benchmarks import (
     plain_unpickle,
 )
 from rla_core.coding.execute import generated_tests_frame, gt_tests_frame, run_tests
-from rla_core.coding.tasks import CodingTask, TestMethod
+from rla_core.coding.tasks import CodingTask, TestForm, TestMethod
 from rla_core.config import ProblemFormat
 from rla_core.errors import EnvironmentSpecError
 from rla_core.sandbox.runner import Sandbox
@@ -50,8 +51,9 @@ def test_committed_fixtures_are_what_the_fixture_module_writes(fmt: ProblemForma
 
 
 def test_livecodebench_rows_map_onto_tasks() -> None:
-    tasks, invalid = load_benchmark(fx.LCB_FILE, LCB)
-    assert invalid == []
+    loaded = load_benchmark(fx.LCB_FILE, LCB)
+    tasks = loaded.tasks
+    assert loaded.invalid == [] and loaded.per_release == {"release_v6": 3}
     by_id = {t.task_id: t for t in tasks}
     assert list(by_id) == ["lcb-abc900_a", "lcb-3999", "lcb-4000"]
     stdin, packed, plain = by_id.values()
@@ -59,9 +61,10 @@ def test_livecodebench_rows_map_onto_tasks() -> None:
     assert stdin.test_method is TestMethod.STDIO
     assert stdin.tests == (("3 4", "12"), ("0 7", "0"), ("-2 5", "-10"))
     assert packed.test_method is TestMethod.FUNCTION and packed.entry_point == "countEven"
-    assert packed.tests[0] == ("countEven([1, 2, 4])", "2") and len(packed.tests) == 4
-    # One JSON value per argument line; JSON strings become Python literals.
-    assert plain.tests[0] == ("joinWords(['a', 'b'], '-')", "'a-b'") and len(plain.tests) == 3
+    # Functional tests stay in LiveCodeBench's form (one JSON value per argument line), parsed when they run.
+    assert packed.tests[0] == ("[1, 2, 4]", "2") and len(packed.tests) == 4
+    assert plain.tests[0] == ('["a", "b"]\n"-"', '"a-b"') and len(plain.tests) == 3
+    assert (packed.gt_test_form, stdin.gt_test_form) == (TestForm.JSON, TestForm.CALL)
     assert "class Solution" in packed.question and "Starter code" in packed.question
     assert "Solution().countEven" in packed.test_prelude
     # Provenance: testN.jsonl holds release_vN's problems; LCB's 6 s limit; LCB's imports before programs.
@@ -69,29 +72,36 @@ def test_livecodebench_rows_map_onto_tasks() -> None:
     assert [t.problem_id for t in tasks] == ["abc900_a", "3999", "4000"]
     assert {t.time_limit_s for t in tasks} == {6.0}
     assert {t.program_header for t in tasks} == {LCB_PROGRAM_HEADER}
+    # LiveCodeBench's grader and its bounded memory; no prompt of its own (the policy's template is used).
+    assert {(t.grader, t.memory_limit_mb, t.prompt) for t in tasks} == {(Grader.LIVECODEBENCH, 4096, "")}
     # Provenance reaches the task registry's rows through the spec, and round-trips.
     assert packed.spec()["release"] == "release_v6" and packed.spec()["problem_id"] == "3999"
     assert CodingTask.from_spec(packed.spec()) == packed
 
 
 def test_livebench_rows_map_onto_tasks() -> None:
-    tasks, invalid = load_benchmark(fx.LIVEBENCH_FILE, LIVEBENCH, time_limit_s=3.0)
-    assert invalid == []
-    stdin, functional, completion = tasks
+    loaded = load_benchmark(fx.LIVEBENCH_FILE, LIVEBENCH, time_limit_s=3.0)
+    assert loaded.invalid == [] and loaded.release == "2025-04-02"
+    stdin, functional, completion = loaded.tasks
+    tasks = loaded.tasks
     assert stdin.test_method is TestMethod.STDIO and len(stdin.tests) == 3
-    assert stdin.question == fx.LIVEBENCH_ROWS[0]["turns"][0]  # LiveBench's own prompt
+    # The policy sees LiveBench's own prompt as is; the reward model the problem (the LiveCodeBench row's).
+    assert stdin.prompt == fx.LIVEBENCH_ROWS[0]["turns"][0]
+    assert stdin.question == fx.LIVEBENCH_ROWS[0]["original_json"]["question_content"]
+    assert {t.grader for t in tasks} == {Grader.LIVECODEBENCH}
     assert stdin.solution == fx.LIVEBENCH_ROWS[0]["solution"]
-    assert functional.entry_point == "maxGap" and functional.tests[0] == ("maxGap([1, 5, 2])", "4")
+    assert functional.entry_point == "maxGap" and functional.tests[0] == ("[1, 5, 2]", "4")
     assert completion.partial_solution == fx.LIVEBENCH_ROWS[2]["partial_solution"]
-    assert completion.tests[0] == ("isSorted([1, 2, 2])", "True")  # JSON true → Python True
+    assert completion.tests[0] == ("[1, 2, 2]", "true")  # JSON, read when the test runs
     assert {(t.source, t.release, t.time_limit_s) for t in tasks} == {("livebench", "2025-04-02", 3.0)}
     assert stdin.problem_id == fx.LIVEBENCH_ROWS[0]["question_id"]
     assert CodingTask.from_spec(completion.spec()) == completion
 
 
 def test_codecontests_rows_map_onto_tasks() -> None:
-    tasks, invalid = load_benchmark(fx.CODECONTESTS_FILE, CC)
-    assert invalid == []
+    loaded = load_benchmark(fx.CODECONTESTS_FILE, CC)
+    assert loaded.invalid == [] and loaded.per_release == {"test": 2}
+    tasks = loaded.tasks
     double, pair = tasks
     # public + private + generated, in that order; CodeContests' own time limits (seconds + nanos).
     assert double.tests == (("2\n", "4\n"), ("5\n", "10\n"), ("0\n", "0\n"), ("-3\n", "-6\n"))
@@ -101,7 +111,9 @@ def test_codecontests_rows_map_onto_tasks() -> None:
         ("codecontests", "test", TestMethod.STDIO)
     }
     assert double.task_id == "cc-1900_A.-Double-It" and double.problem_id == "1900_A. Double It"
-    assert load_benchmark(fx.CODECONTESTS_FILE, CC, limit=1)[0] == [double]
+    # CodeContests' grader; memory: the row's 256 000 000 bytes + 32 MiB, in MiB rounded up = 277.
+    assert {(t.grader, t.memory_limit_mb) for t in tasks} == {(Grader.CODECONTESTS, 277)}
+    assert load_benchmark(fx.CODECONTESTS_FILE, CC, limit=1).tasks == [double]
 
 
 def _jsonl(tmp_path: Path, name: str, rows: list[Any]) -> Path:
@@ -134,7 +146,8 @@ def _hostile(path: Path) -> str:
 
 
 def _reasons(path: Path, fmt: ProblemFormat) -> dict[str, str]:
-    tasks, invalid = load_benchmark(path, fmt)
+    loaded = load_benchmark(path, fmt)
+    tasks, invalid = loaded.tasks, loaded.invalid
     assert [t.problem_id for t in tasks] == ["good"]
     # Every malformed row is named by file and line, and its reason names the field.
     assert all(p.where.startswith(f"{path.name}:") for p in invalid)
@@ -159,7 +172,6 @@ def test_malformed_livecodebench_rows_are_reported_with_file_line_and_field(tmp_
         _with(good, question_id="func", metadata="{}"),
         _with(good, question_id="meta", metadata="[1]"),
         _with(good, question_id="arg", public_test_cases=json.dumps(fx.functional(("[1, 2", "1")))),
-        _with(good, question_id="blank", public_test_cases=json.dumps(fx.stdin(("1", " "))), metadata="{}", private_test_cases="[]"),
         "{not json",
         "[1, 2]",
     ]  # fmt: skip
@@ -178,9 +190,8 @@ def test_malformed_livecodebench_rows_are_reported_with_file_line_and_field(tmp_
     assert "field 'metadata.func_name'" in reasons["func"]
     assert "field 'metadata' must be a JSON object" in reasons["meta"]
     assert "one JSON value per argument line" in reasons["arg"]
-    assert "invalid test" in reasons["blank"]  # CodingTask's own rule: an empty output is no test
-    assert reasons["test.jsonl:16"].startswith("not valid JSON")
-    assert "must be a JSON object" in reasons["test.jsonl:17"]
+    assert reasons["test.jsonl:15"].startswith("not valid JSON")
+    assert "must be a JSON object" in reasons["test.jsonl:16"]
     assert all(
         "problem '" in r and "test.jsonl:" in r for k, r in reasons.items() if not k.startswith("test.")
     )
@@ -190,7 +201,7 @@ def test_malformed_livebench_rows_are_reported_with_file_row_and_field(tmp_path:
     good = _with(fx.LIVEBENCH_ROWS[2], question_id="good")
     rows = [
         good,
-        _with(good, question_id="task", task="code_generation"),
+        _with(good, question_id="task", task="agentic_coding"),
         _with(good, question_id="turns", turns=[]),
         _with(good, question_id="original", original_json=None),
         _with(good, question_id="partial", partial_solution=""),
@@ -201,7 +212,7 @@ def test_malformed_livebench_rows_are_reported_with_file_row_and_field(tmp_path:
     pl.DataFrame(rows).write_parquet(path)
     reasons = _reasons(path, LIVEBENCH)
     assert (
-        "field 'task' is 'code_generation'" in reasons["task"]
+        "field 'task' is 'agentic_coding'" in reasons["task"]
         and "test-00000-of-00001.parquet:row 2" in reasons["task"]
     )
     assert "field 'turns'" in reasons["turns"]
@@ -218,7 +229,10 @@ def test_malformed_codecontests_rows_are_reported_with_file_line_and_field(tmp_p
         _with(good, name="desc", description=""),
         _with(good, name="uneq", private_tests={"input": ["1"], "output": []}),
         _with(good, name="shape", generated_tests=[1, 2]),
-        _with(good, name="limit", time_limit="2s"),
+        _with(good, name="limit", time_limit=[2]),
+        _with(good, name="text", time_limit="2s"),
+        _with(good, name="memory", memory_limit_bytes=-1),
+        _with(good, name="file", input_file="../etc/passwd"),
         _with(good, name="nanos", time_limit={"seconds": 1.5, "nanos": 0}),
         _with(good, name="empty", public_tests=None, private_tests={"input": [], "output": []}, generated_tests=None),
         _with(good, name="slow", time_limit={"seconds": 120, "nanos": 0}),
@@ -229,6 +243,11 @@ def test_malformed_codecontests_rows_are_reported_with_file_line_and_field(tmp_p
     assert "field 'private_tests' must hold equal-length" in reasons["uneq"]
     assert "field 'generated_tests'" in reasons["shape"]
     assert "field 'time_limit' must be {seconds, nanos}" in reasons["limit"]
+    assert (
+        "field 'time_limit' text must be 'seconds: S nanos: N'" in reasons["text"]
+    )  # the JSON export's form
+    assert "field 'memory_limit_bytes'" in reasons["memory"]
+    assert "field 'input_file' must be a plain file name" in reasons["file"]
     assert "integer seconds and nanos" in reasons["nanos"]
     assert "field 'test_input' is empty" in reasons["empty"]
     assert "field 'time_limit_s'" in reasons["slow"]
@@ -272,7 +291,7 @@ def test_a_hostile_pickle_is_refused_before_anything_runs(tmp_path: Path) -> Non
 
 
 def test_programs_are_assembled_as_the_benchmarks_grade_them() -> None:
-    completion = next(t for t in load_benchmark(fx.LIVEBENCH_FILE, LIVEBENCH)[0] if t.partial_solution)
+    completion = next(t for t in load_benchmark(fx.LIVEBENCH_FILE, LIVEBENCH).tasks if t.partial_solution)
     rest = "        return True"
     # LiveBench: the partial solution goes before a completion, not before a program that repeats it.
     assert assemble_program(rest, completion) == f"{LCB_PROGRAM_HEADER}{completion.partial_solution}\n{rest}"
@@ -299,7 +318,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("fmt", [LCB, LIVEBENCH, CC])
 def test_the_three_metrics_on_known_programs_and_tests(fmt: ProblemFormat) -> None:
-    tasks, _ = load_benchmark(FILES[fmt], fmt)
+    tasks = load_benchmark(FILES[fmt], fmt).tasks
     by_id = {t.task_id: t for t in tasks}
     programs = pl.DataFrame(
         [

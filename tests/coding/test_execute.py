@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from rla_core.coding.execute import generated_tests_frame, gt_tests_frame, outputs_match, run_tests
+from rla_core.algo.graders import outputs_match
+from rla_core.coding.execute import generated_tests_frame, gt_tests_frame, run_tests
 from rla_core.coding.tasks import CodingTask, TestMethod
 from rla_core.coding.unit_tests import unit_test_rows
 from rla_core.sandbox.runner import Sandbox

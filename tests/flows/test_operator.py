@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from flows.evals import read_saved_eval, saved_evals
+from flows.evals import coding_eval_line, read_saved_eval, saved_evals
 from flows.inspect_cmd import apply_filters, shorten
 from flows.loop import pipeline_order
 from flows.runs import load_run_config, resolve_mlflow_uri, resolve_root
@@ -247,3 +247,14 @@ def test_progress_record_on_an_s3_root_reads_from_another_store(s3: S3Endpoint) 
             running = read_running(reader, "remote")
     assert running is not None and (running.iteration, running.stage, running.alive) == (2, "judge", True)
     assert running.describe().startswith("judge iter 2: 2/5 steps") and "6 judgments" in running.describe()
+
+
+def test_rla_eval_prints_all_three_coding_metrics_and_says_why_one_is_missing() -> None:
+    # No correct program: UT accuracy and detection have no denominator → n/a with that reason, not 0.
+    assert coding_eval_line({"policy/eval_code_acc": 0.0}) == (
+        "code acc 0.000, UT acc n/a (no correct program), detect n/a (no correct program)"
+    )
+    # Every program correct: detection (tests that a wrong program fails) has none.
+    line = coding_eval_line({"policy/eval_code_acc": 1.0, "reward_model/eval_ut_acc": 0.5})
+    assert line == "code acc 1.000, UT acc 0.500, detect n/a (no wrong program)"
+    assert coding_eval_line({"policy/eval_success_rate": 1.0}) == ""  # not a coding run

@@ -92,7 +92,8 @@ def _candidates(value: Any) -> list[Any]:
     if isinstance(value, float):
         return [value * 0.5, value + 0.1, value * 1.5, value - 0.1]
     if isinstance(value, str):
-        return [value + "-changed", "tiny:changed", "float32", "cpu"]  # free text, a model, a dtype, a device
+        # Free text, a model, a dtype, a device, a date (coding.livebench_release).
+        return [value + "-changed", "tiny:changed", "float32", "cpu", "2024-01-01"]
     if isinstance(value, tuple):
         return [[*value, "--changed"], list(value[:-1]), [0.5, 0.6]]
     if value is None:
