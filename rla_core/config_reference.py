@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rla_core.config import _SETTING_DEFAULTS, PRESETS, RunConfig, speed_only
+from rla_core.config import PRESETS, RunConfig, Setting, setting_defaults, speed_only
 from rla_core.errors import ConfigError
 
 REFERENCE_BEGIN = (
@@ -92,8 +92,8 @@ def config_reference_markdown() -> str:
         "declared one above (the text games'). A preset, file or `--set` that names the key wins.",
     ]
     lines += ["", "| setting | key | value |", "|---|---|---|"]
-    for setting, values in _SETTING_DEFAULTS.items():
-        for key, value in _flatten(values):
+    for setting in Setting:
+        for key, value in _flatten(setting_defaults(setting)):
             lines.append(f"| `{setting.value}` | `{key}` | `{json.dumps(value)}` |")
     lines += ["", "### Presets (`rla_core/presets/<name>.yaml`)", "", "| preset | what it is |", "|---|---|"]
     for name in PRESETS:
