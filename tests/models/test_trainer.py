@@ -218,7 +218,9 @@ def test_one_device_resolver() -> None:
         and "device" in ast.unparse(node.left)
         and any(isinstance(c, ast.Constant) and c.value == "auto" for c in node.comparators)
     ]
-    assert len(by_hand) == 1 and by_hand[0].startswith("rla_core/config/choices.py:"), by_hand  # machine_device
+    assert len(by_hand) == 1 and by_hand[0].startswith("rla_core/config/choices.py:"), (
+        by_hand
+    )  # machine_device
 
 
 def test_device_resolver_errors_name_the_setting() -> None:
