@@ -29,6 +29,32 @@ from rla_core.errors import EnvErrorShareError
 EPISODE_KEYS: tuple[str, ...] = ("task_id", "rollout_id")
 
 
+class WinRule(StrEnum):
+    """When a scored episode is won, per kind of score (each engine declares its kind).
+
+    ``FULL_SCORE``: a score in [0, 1] where 1 is the task done (an environment plug-in's ``score``);
+    ``ANY_CREDIT``: the task's reward, where any credit counts (GUI tasks: MiniWoB++'s raw reward and
+    OSWorld's evaluator, spec §2.1 as the reference code scores it).
+    """
+
+    FULL_SCORE = "full_score"
+    ANY_CREDIT = "any_credit"
+
+
+def is_won(score: float, rule: WinRule) -> bool:
+    """Whether an episode that ended with ``score`` is won under ``rule``.
+
+    Example (hand-computed):
+        >>> [is_won(s, WinRule.FULL_SCORE) for s in (0.0, 0.5, 1.0)]
+        [False, False, True]
+        >>> [is_won(s, WinRule.ANY_CREDIT) for s in (0.0, 0.5, 1.0)]
+        [False, True, True]
+    """
+    if rule is WinRule.FULL_SCORE:
+        return score >= 1.0
+    return score > 0.0
+
+
 class EpisodeStatus(StrEnum):
     """How an episode ended (``rollouts.status``, ``eval.status``)."""
 

@@ -19,17 +19,14 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from string import Template
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from rla_core.algo.adaptation import Goal
+from rla_core.algo.adaptation import Goal, VariantSpace
+from rla_core.algo.episodes import WinRule, is_won
 from rla_core.envs.base import EnvErrorKind, StepResult, canonical_spec
-from rla_core.envs.rewriter import Candidate, ModelRewriter, RewriteRequest, distinct_moves, parse_candidate
+from rla_core.envs.rewriter import Candidate, RewriteRequest, distinct_moves, parse_candidate
 from rla_core.errors import EnvironmentFault, EnvironmentSpecError
 from rla_core.plugins import EnvironmentPlugin, InstalledPlugin, Observation, Split, Task
-
-if TYPE_CHECKING:
-    from rla_core.config import SamplingConfig
-    from rla_core.models.generator import Generator
 
 T = TypeVar("T")
 
@@ -64,7 +61,8 @@ class PluginEpisode:
         if not self.current.done:
             return StepResult(self.current.text, done=False, won=False)
         self.done = True
-        return StepResult(self.current.text, done=True, won=self.env.score(self.state) >= 1.0)
+        won = is_won(self.env.score(self.state), WinRule.FULL_SCORE)
+        return StepResult(self.current.text, done=True, won=won)
 
     def expert_actions(self) -> list[str]:
         if self.done:
@@ -211,32 +209,24 @@ class PluginEnvironment:
 # ---- rewrites --------------------------------------------------------------------------------------
 
 
+def variant_space(env: PluginEnvironment) -> VariantSpace:
+    """The plug-in's declared :class:`~rla_core.plugins.RewriteSpace` as the space of the one rewrite rule."""
+    space = env.plugin.rewrite_space
+    return VariantSpace(
+        bounds=space.bounds, difficulty=space.difficulty, anchor_radius=space.anchor_radius,
+        owner=f"plug-in {env.name!r}",
+    )  # fmt: skip
+
+
 def check_variant(env: PluginEnvironment, spec: dict[str, Any], request: RewriteRequest) -> str | None:
     """Why a candidate rewrite is not a valid variant of its task, or None (then the plug-in's own check runs).
 
-    In order: inside the declared space (keys, integers, bounds); every other spec key as in the root task;
+    The one rewrite rule (:func:`rla_core.algo.adaptation.variant_problem`) over the plug-in's space: in
+    order, inside the declared space (keys, integers, bounds); every other spec key as in the root task;
     not identical to the parent; moves in the goal's direction on the difficulty keys (none against it,
     one with it); each difficulty key within the space's ``anchor_radius`` of the root's value.
     """
-    space = env.plugin.rewrite_space
-    problem = space.problem(spec)
-    if problem is not None:
-        return f"outside plug-in {env.name!r}'s rewrite space: {problem}"
-    root = request.root_spec
-    fixed = sorted(k for k in set(spec) | set(root) if k not in space.bounds and spec.get(k) != root.get(k))
-    if fixed:
-        return f"outside plug-in {env.name!r}'s rewrite space: changes {fixed}, which a rewrite must keep"
-    if canonical_spec(spec) == canonical_spec(request.parent_spec):
-        return "identical to the parent task"
-    deltas = {k: spec[k] - request.parent_spec[k] for k in space.difficulty}
-    sign = 1 if request.goal is Goal.HARDER else -1
-    if any(sign * d < 0 for d in deltas.values()) or not any(sign * d > 0 for d in deltas.values()):
-        return f"not {request.goal.value} than the parent: changes {deltas}"
-    if space.anchor_radius is not None:
-        for key in space.difficulty:
-            if abs(spec[key] - root[key]) > space.anchor_radius:
-                return f"off-anchor: {key}={spec[key]} is more than {space.anchor_radius} from the root's {root[key]}"
-    return None
+    return request.problem(spec, variant_space(env))
 
 
 @dataclass(frozen=True)
@@ -262,13 +252,12 @@ class PluginRewriter:
         return distinct_moves(specs, request.parent_spec, k=k, canonical=canonical_spec, none_left=none_left)
 
 
-class PluginModelRewriter(ModelRewriter):
-    """The environment model rewrites a plug-in's task from the plug-in's own rewrite prompt."""
+class PluginPrompts:
+    """The environment model rewrites a plug-in's task from the plug-in's own rewrite prompt (the prompts
+    and parsing of a :class:`~rla_core.envs.rewriter.ModelRewriter`)."""
 
-    def __init__(self, env: PluginEnvironment, generator: Generator, *, sampling: SamplingConfig) -> None:
+    def __init__(self, env: PluginEnvironment) -> None:
         self.env = env
-        self.generator = generator
-        self.sampling = sampling
 
     def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
         space = self.env.plugin.rewrite_space

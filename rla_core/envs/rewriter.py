@@ -3,19 +3,19 @@
 A :class:`TaskRewriter` proposes k candidate specs for a :class:`RewriteRequest` (a task whose accuracy
 asked for a harder or easier variant). :func:`rewrite_tasks` checks EVERY candidate the same way and
 writes the 'proposals' artifact; the first valid candidate is ``chosen`` (spec §3.2: first valid wins).
-The environment model's rewriters (:class:`ModelRewriter`: :class:`LlmRewriter`, ALFWorld's two-token
-rewriter) sample every request's attempts in one generate call, which shards over a Ray cluster.
+The environment model's rewriters (:class:`ModelRewriter` over an engine's :class:`RewritePrompts`:
+:class:`TextWorldPrompts`, ALFWorld's two-token prompts, …) sample every request's attempts in one
+generate call, which shards over a Ray cluster.
 
 Checks, in order (the first failure is the ``invalid_reason``):
 
 1. parses (LLM output: last JSON object, via ``parse_last_json_object``);
-2. only the allowed keys, all present, integer values in range (:data:`SPEC_BOUNDS`);
-3. not identical to the parent;
-4. moves in the goal's direction relative to the parent: harder = no difficulty key
-   (:data:`DIFFICULTY_KEYS`) decreases and one increases; easier = the reverse;
-5. stays anchored to the ROOT task: same ``seed`` (the task family) and every difficulty key within
-   ``anchor_radius`` of the root's value (the paper always rewrites the root game, spec §3.2);
-6. the engine compiles it and its own walkthrough wins it (the AlfWorld smoke test, spec §3.2).
+2. the one rewrite rule, :func:`rla_core.algo.adaptation.variant_problem` over :data:`TEXTWORLD_SPACE`:
+   exactly the keys of :data:`SPEC_BOUNDS`, integers in range; the ``seed`` (the task family) kept as
+   the ROOT task's (the paper always rewrites the root game, spec §3.2); not identical to the parent;
+   moves in the goal's direction (harder = no difficulty key, :data:`DIFFICULTY_KEYS`, decreases and one
+   increases; easier = the reverse); every difficulty key within 3 of the root's value;
+3. the engine compiles it and its own walkthrough wins it (the AlfWorld smoke test, spec §3.2).
 
 Example:
     >>> req = RewriteRequest("s0", "t0", parent, parent, Goal.HARDER, prev_acc=1.0)  # doctest: +SKIP
@@ -25,14 +25,13 @@ Example:
 from __future__ import annotations
 
 import json
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
-from rla_core.algo.adaptation import Goal
+from rla_core.algo.adaptation import Goal, VariantSpace, variant_problem
 from rla_core.algo.parsing import parse_last_json_object
 from rla_core.algo.seeds import derive_seed
 from rla_core.envs.feedback import CriticFeedback
@@ -64,6 +63,13 @@ class RewriteRequest:
                 f"slot '{self.slot_id}': a rewrite needs goal 'harder' or 'easier', not 'keep' (rewrite_targets "
                 "never asks to rewrite a task whose accuracy is in band)"
             )
+
+    def problem(self, spec: dict[str, Any], space: VariantSpace) -> str | None:
+        """Why ``spec`` is not a valid rewrite of this request's task in ``space`` (the one rule,
+        :func:`~rla_core.algo.adaptation.variant_problem`), or None."""
+        return variant_problem(
+            spec, parent=self.parent_spec, root=self.root_spec, goal=self.goal, space=space
+        )
 
     @classmethod
     def for_targets(
@@ -105,34 +111,17 @@ class ValidatingEnvironment(Protocol):
     def check_winnable(self, spec: dict[str, Any]) -> str | None: ...
 
 
-def check_candidate(spec: dict[str, Any], request: RewriteRequest, *, anchor_radius: int = 3) -> str | None:
-    """Static checks 2-5 of the module docstring; None when they pass, else the reason."""
-    unknown = sorted(set(spec) - set(SPEC_BOUNDS))
-    missing = sorted(set(SPEC_BOUNDS) - set(spec))
-    if unknown:
-        return f"unknown keys {unknown}; allowed keys are {sorted(SPEC_BOUNDS)}"
-    if missing:
-        return f"incomplete: missing keys {missing}"
-    for key, (low, high) in SPEC_BOUNDS.items():
-        value = spec[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            return f"'{key}' must be an integer, got {value!r}"
-        if not low <= value <= high:
-            return f"'{key}'={value} is outside [{low}, {high}]"
-    parent = request.parent_spec
-    if all(spec[k] == parent[k] for k in SPEC_BOUNDS):
-        return "identical to the parent task"
-    deltas = {k: spec[k] - parent[k] for k in DIFFICULTY_KEYS}
-    sign = 1 if request.goal is Goal.HARDER else -1
-    if any(sign * d < 0 for d in deltas.values()) or not any(sign * d > 0 for d in deltas.values()):
-        return f"not {request.goal.value} than the parent: changes {deltas}"
-    root = request.root_spec
-    if spec["seed"] != root["seed"]:
-        return f"off-anchor: seed {spec['seed']} differs from the root task's seed {root['seed']}"
-    for key in DIFFICULTY_KEYS:
-        if abs(spec[key] - root[key]) > anchor_radius:
-            return f"off-anchor: {key}={spec[key]} is more than {anchor_radius} from the root's {root[key]}"
-    return None
+# What a TextWorld rewrite may change: the generation parameters inside their bounds, the seed (the task
+# family) kept as the root's, each difficulty key within 3 of the root's value (spec §3.2).
+TEXTWORLD_SPACE = VariantSpace(
+    bounds=SPEC_BOUNDS, difficulty=DIFFICULTY_KEYS, anchor_radius=3, changes=frozenset(DIFFICULTY_KEYS),
+    closed=True,
+)  # fmt: skip
+
+
+def check_candidate(spec: dict[str, Any], request: RewriteRequest) -> str | None:
+    """The rewrite rule over :data:`TEXTWORLD_SPACE` (module docstring, check 2); None when it holds."""
+    return request.problem(spec, TEXTWORLD_SPACE)
 
 
 # Moves per goal, most preferred first: (key, step) pairs applied together.
@@ -195,8 +184,22 @@ def distinct_moves(
     return out or [Candidate(spec=None, raw=canonical(parent), reason=none_left)]
 
 
-class ModelRewriter(ABC):
-    """A rewriter whose candidates the environment model writes: ``k`` attempt prompts per request.
+class RewritePrompts(Protocol):
+    """What the environment model is asked for a request, and how its answers become candidates (per engine)."""
+
+    def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
+        """The k attempt prompts of ``request``."""
+        ...
+
+    def candidates(self, request: RewriteRequest, texts: list[str]) -> list[Candidate]:
+        """The candidates parsed from ``request``'s k attempt outputs, in attempt order."""
+        ...
+
+
+@dataclass
+class ModelRewriter:
+    """A rewriter whose candidates the environment model writes: an engine's ``form`` (its prompts and
+    their parsing), sampled with ``generator`` and ``sampling``.
 
     :meth:`propose_all` samples every request's attempts in ONE generate call (with ``cluster.backend=ray``
     the stage's generator is a :class:`~rla_core.cluster.ShardedGenerator`, so that call shards over the
@@ -204,16 +207,9 @@ class ModelRewriter(ABC):
     the candidates are the same whatever the batching.
     """
 
+    form: RewritePrompts
     generator: Generator
     sampling: SamplingConfig
-
-    @abstractmethod
-    def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
-        """The k attempt prompts of ``request``."""
-
-    @abstractmethod
-    def candidates(self, request: RewriteRequest, texts: list[str]) -> list[Candidate]:
-        """The candidates parsed from ``request``'s k attempt outputs, in attempt order."""
 
     def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
         """The k candidates of one request (:meth:`propose_all` of that request alone)."""
@@ -222,18 +218,14 @@ class ModelRewriter(ABC):
     def propose_all(self, requests: Sequence[RewriteRequest], *, k: int, seed: int) -> list[list[Candidate]]:
         """Every request's k candidates, sampled in one generate call."""
         texts = sample_attempts(
-            self.generator, [self.prompts(r, k=k) for r in requests], self.sampling, seed,
+            self.generator, [self.form.prompts(r, k=k) for r in requests], self.sampling, seed,
             [r.slot_id for r in requests],
         )  # fmt: skip
-        return [self.candidates(r, t) for r, t in zip(requests, texts, strict=True)]
+        return [self.form.candidates(r, t) for r, t in zip(requests, texts, strict=True)]
 
 
-class LlmRewriter(ModelRewriter):
-    """The environment model rewrites the spec as JSON, anchored to the root (spec §3.2, §5)."""
-
-    def __init__(self, generator: Generator, *, sampling: SamplingConfig) -> None:
-        self.generator = generator
-        self.sampling = sampling
+class TextWorldPrompts:
+    """The environment model rewrites a TextWorld spec as JSON, anchored to the root (spec §3.2, §5)."""
 
     def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
         """The k attempt prompts ("(Attempt i/k)" suffix for diversity, spec §3.2)."""
@@ -299,14 +291,14 @@ def rewrite_tasks(
     k: int,
     seed: int,
     iteration: int,
-    anchor_radius: int = 3,
-    check: Callable[[dict[str, Any], RewriteRequest], str | None] | None = None,
+    check: Callable[[dict[str, Any], RewriteRequest], str | None] = check_candidate,
 ) -> pl.DataFrame:
     """Propose, validate and choose rewrites; return the 'proposals' artifact (spec §3.2).
 
-    ``check`` is the static validity check of a candidate (None when valid, else the reason); the
-    default is the text-game :func:`check_candidate` with ``anchor_radius``. Statically valid
-    candidates then go through the engine (``env.check_winnable``).
+    ``check`` is the static validity check of a candidate (None when valid, else the reason): the
+    engine's composition of the one rewrite rule (:meth:`RewriteRequest.problem`) with its own static
+    checks; the default is the text games' :func:`check_candidate`. Statically valid candidates then go
+    through the engine (``env.check_winnable``).
 
     Writes iteration, slot_id, parent_task_id, candidate_idx, goal, prev_acc, critic_feedback (the
     feedback as JSON, null without any), spec (canonical JSON of the candidate, or the raw model
@@ -323,11 +315,7 @@ def rewrite_tasks(
         for idx, cand in enumerate(candidates):
             reason = cand.reason
             if reason is None and cand.spec is not None:
-                reason = (
-                    check(cand.spec, request)
-                    if check is not None
-                    else check_candidate(cand.spec, request, anchor_radius=anchor_radius)
-                )
+                reason = check(cand.spec, request)
                 if reason is None:
                     engine = env.check_winnable(cand.spec)
                     reason = f"engine check failed: {engine}" if engine is not None else None

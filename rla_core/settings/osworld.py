@@ -226,13 +226,13 @@ class OsworldSetting:
         its task as the pending one, :func:`~rla_core.envs.osworld.rewriter.with_fallback`), else the
         parametric ones; every candidate through the same checks, the scripted solution on a desktop."""
         from rla_core.envs.osworld.rewriter import (
-            OsworldLlmRewriter,
+            OsworldPrompts,
             OsworldRewriter,
             SolutionCheck,
             check_osworld_candidate,
             with_fallback,
         )
-        from rla_core.envs.rewriter import TaskRewriter, rewrite_tasks
+        from rla_core.envs.rewriter import ModelRewriter, TaskRewriter, rewrite_tasks
 
         llm = inputs.adaptation.rewriter is RewriterKind.LLM
         if llm and env_model is None and job.targets:
@@ -242,7 +242,7 @@ class OsworldSetting:
             )
         requests = rewrite_requests(job, max_steps=inputs.rollout.max_steps)
         rewriter: TaskRewriter = (
-            OsworldLlmRewriter(env_model, sampling=inputs.adaptation.sampling)
+            ModelRewriter(OsworldPrompts(), env_model, sampling=inputs.adaptation.sampling)
             if llm and env_model is not None
             else OsworldRewriter()
         )

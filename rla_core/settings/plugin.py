@@ -119,15 +119,15 @@ class PluginSetting:
         """Critic feedback, then the plug-in's own moves, or with ``adaptation.rewriter=llm`` the environment
         model's rewrites from the plug-in's prompt; every candidate checked against the rewrite space, then
         by the plug-in."""
-        from rla_core.envs.plugin_env import PluginModelRewriter, PluginRewriter, check_variant
-        from rla_core.envs.rewriter import RewriteRequest, rewrite_tasks
+        from rla_core.envs.plugin_env import PluginPrompts, PluginRewriter, check_variant
+        from rla_core.envs.rewriter import ModelRewriter, RewriteRequest, rewrite_tasks
 
         requests = rewrite_requests(
             job, max_steps=inputs.rollout.max_steps, summarizer=env_model, sampling=inputs.adaptation.sampling
         )
         env = self.env(need(inputs.plugin, Setting.PLUGIN))
         rewriter: TaskRewriter = (
-            PluginModelRewriter(env, env_model, sampling=inputs.adaptation.sampling)
+            ModelRewriter(PluginPrompts(env), env_model, sampling=inputs.adaptation.sampling)
             if env_model is not None and inputs.adaptation.rewriter is RewriterKind.LLM
             else PluginRewriter(env)
         )

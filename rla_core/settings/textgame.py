@@ -168,11 +168,17 @@ def _textworld_rewrites(
     inputs: AdaptInputs, job: ProposalRequest, requests: list[RewriteRequest], writer: Generator | None,
     env: TextWorldEnv,
 ) -> pl.DataFrame:  # fmt: skip
-    """The environment model's rewrites (:class:`~rla_core.envs.rewriter.LlmRewriter`), else the parametric ones."""
-    from rla_core.envs.rewriter import LlmRewriter, ParametricRewriter, TaskRewriter, rewrite_tasks
+    """The environment model's rewrites (:class:`~rla_core.envs.rewriter.TextWorldPrompts`), else the parametric ones."""
+    from rla_core.envs.rewriter import (
+        ModelRewriter,
+        ParametricRewriter,
+        TaskRewriter,
+        TextWorldPrompts,
+        rewrite_tasks,
+    )
 
     rewriter: TaskRewriter = (
-        LlmRewriter(writer, sampling=inputs.adaptation.sampling)
+        ModelRewriter(TextWorldPrompts(), writer, sampling=inputs.adaptation.sampling)
         if writer is not None
         else ParametricRewriter()
     )
@@ -196,11 +202,11 @@ def _alfworld_rewrites(
     """The paper's two-token rewrite by the environment model, else the parametric extension; each
     candidate checked in the game."""
     from rla_core.envs.alfworld import rewriter as alfw
-    from rla_core.envs.rewriter import TaskRewriter, rewrite_tasks
+    from rla_core.envs.rewriter import ModelRewriter, TaskRewriter, rewrite_tasks
 
     rewriter: TaskRewriter
     if writer is not None:
-        rewriter = alfw.TwoTokenRewriter(writer, env=env, sampling=inputs.adaptation.sampling)
+        rewriter = ModelRewriter(alfw.TwoTokenPrompts(env), writer, sampling=inputs.adaptation.sampling)
 
         def check(spec: dict[str, Any], request: RewriteRequest) -> str | None:
             return alfw.check_two_token(env, spec, request)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from rla_core.algo.adaptation import Decision, Goal, accept_variant, goal_from_acc
+from rla_core.algo.adaptation import (
+    Decision,
+    Goal,
+    VariantSpace,
+    accept_variant,
+    goal_from_acc,
+    variant_problem,
+)
+from rla_core.algo.episodes import WinRule, is_won
 from rla_core.config import AdaptationConfig, Band
 from rla_core.errors import RegistryError
 
@@ -78,3 +86,64 @@ def test_keep_and_unknown_goals_cannot_be_decided() -> None:
         accept_variant(0.5, 0.5, Goal.KEEP, cfg=TEXT)
     with pytest.raises(RegistryError, match="choose one of: harder, easier, keep"):
         accept_variant(0.5, 0.5, "hard", cfg=TEXT)
+
+
+# ---- the one rewrite rule (hand-computed: every row's arithmetic in its comment) --------------------
+
+LINE = VariantSpace(bounds={"d": (1, 8), "w": (0, 3)}, difficulty=("d",), anchor_radius=2)
+ROOT = {"d": 3, "w": 1, "seed": 0}
+
+
+@pytest.mark.parametrize(
+    ("parent", "goal", "spec", "reason"),
+    [
+        (ROOT, Goal.HARDER, {"d": 4, "w": 1, "seed": 0}, None),  # d 3 -> 4: harder; |4 - 3| = 1 <= 2
+        (ROOT, Goal.HARDER, {"d": 4, "w": 3, "seed": 0}, None),  # w is bounded but not difficulty: free
+        (ROOT, Goal.HARDER, {"d": 9, "w": 1, "seed": 0}, "'d'=9 is outside [1, 8]"),  # 9 > 8
+        (ROOT, Goal.HARDER, {"d": True, "w": 1, "seed": 0}, "'d' must be an integer, got True"),
+        (ROOT, Goal.HARDER, {"w": 1, "seed": 0}, "missing key 'd'"),
+        (ROOT, Goal.HARDER, {"d": 4, "w": 1, "seed": 1},  # seed is outside the bounds: kept as the root's
+         "off-anchor: changes ['seed'] of the root task, which a rewrite must keep"),
+        (ROOT, Goal.HARDER, {"d": 4, "w": 1}, "off-anchor: changes ['seed'] of the root task, which a rewrite must keep"),
+        (ROOT, Goal.HARDER, {"d": 3, "w": 1, "seed": 0}, "identical to the parent task"),
+        (ROOT, Goal.HARDER, {"d": 3, "w": 2, "seed": 0},  # d unchanged: nothing moved up
+         "not harder than the parent: changes {'d': 0}"),
+        (ROOT, Goal.EASIER, {"d": 4, "w": 1, "seed": 0}, "not easier than the parent: changes {'d': 1}"),
+        (ROOT, Goal.EASIER, {"d": 2, "w": 1, "seed": 0}, None),  # 3 -> 2: easier
+        ({"d": 5, "w": 1, "seed": 0}, Goal.HARDER, {"d": 6, "w": 1, "seed": 0},  # |6 - 3| = 3 > 2
+         "off-anchor: d=6 is more than 2 from the root's 3"),
+    ],
+)  # fmt: skip
+def test_the_rewrite_rule_names_the_first_rule_a_candidate_breaks(
+    parent: dict[str, int], goal: Goal, spec: dict[str, int], reason: str | None
+) -> None:
+    assert variant_problem(spec, parent=parent, root=ROOT, goal=goal, space=LINE) == reason
+
+
+def test_a_measured_space_and_one_without_direction() -> None:
+    # measure: (rank, -hints); harder means a larger measure than the parent's
+    measured = VariantSpace(changes=frozenset({"rank", "hints"}), measure=lambda s: (s["rank"], -s["hints"]))
+    root = {"rank": 0, "hints": 1, "seed": 4}
+    assert (
+        variant_problem({**root, "hints": 0}, parent=root, root=root, goal=Goal.HARDER, space=measured)
+        is None
+    )
+    assert variant_problem(
+        {**root, "hints": 2}, parent=root, root=root, goal=Goal.HARDER, space=measured
+    ) == ("not harder than the parent: difficulty (0, -1) -> (0, -2)")
+    free = VariantSpace(changes=frozenset({"goal"}))  # no direction rule: either way is valid
+    assert (
+        variant_problem({**root, "goal": "x"}, parent=root, root=root, goal=Goal.EASIER, space=free) is None
+    )
+    owned = VariantSpace(bounds={"d": (1, 2)}, difficulty=("d",), owner="plug-in 'p'")
+    assert variant_problem({"d": 3}, parent={"d": 1}, root={"d": 1}, goal=Goal.HARDER, space=owned) == (
+        "outside plug-in 'p''s rewrite space: 'd'=3 is outside [1, 2]"
+    )
+    with pytest.raises(ValueError, match="no bounds"):
+        VariantSpace(difficulty=("d",))
+
+
+def test_one_success_rule_per_kind_of_score() -> None:
+    # a plug-in's score: 1 is won, anything less is lost; a GUI task's reward: any credit counts
+    assert [is_won(s, WinRule.FULL_SCORE) for s in (0.0, 0.99, 1.0)] == [False, False, True]
+    assert [is_won(s, WinRule.ANY_CREDIT) for s in (-1.0, 0.0, 0.01, 1.0)] == [False, False, True, True]

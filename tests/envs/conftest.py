@@ -1,4 +1,5 @@
-"""Shared fixtures: small TextWorld games compiled once per test session, and a tiny policy model."""
+"""Shared fixtures: small TextWorld games compiled once per test session, an ALFWorld environment (its
+games compiled once per session too) and a tiny policy model."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from rla_core.envs.alfworld.env import AlfworldEnv
 from rla_core.envs.textworld_env import TextWorldEnv
 
 # quest_length 1 (walkthrough: 'open box') and quest_length 2 in two rooms ('go east', 'close safe').
@@ -34,3 +36,8 @@ def tiny_policy_dir(env: TextWorldEnv, tmp_path_factory: pytest.TempPathFactory)
 
     corpus = corpus_texts(env, [ONE_STEP, TWO_STEP])
     return ensure_tiny_model("policy", corpus=corpus, cache_dir=tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="session")
+def alfworld_env(tmp_path_factory: pytest.TempPathFactory) -> AlfworldEnv:
+    return AlfworldEnv(tmp_path_factory.mktemp("alfworld-games"))

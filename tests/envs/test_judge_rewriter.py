@@ -17,7 +17,14 @@ from rla_core.algo.labels import policy_samples
 from rla_core.config import Band, RewardConfig, SamplingConfig
 from rla_core.envs.feedback import critic_feedback
 from rla_core.envs.judge import judge_steps
-from rla_core.envs.rewriter import Goal, LlmRewriter, ParametricRewriter, RewriteRequest, rewrite_tasks
+from rla_core.envs.rewriter import (
+    Goal,
+    ModelRewriter,
+    ParametricRewriter,
+    RewriteRequest,
+    TextWorldPrompts,
+    rewrite_tasks,
+)
 from rla_core.envs.rollout import run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.stage_inputs import RolloutRequest
@@ -201,8 +208,8 @@ def test_llm_rewriter_rejects_bad_outputs_with_reasons(env: TextWorldEnv) -> Non
         '{"world_size": 1, "nb_objects": 3, "quest_length": 1, "seed": 11, "theme": "x"}',  # extra key
         'ok: {"world_size": 1, "nb_objects": 3, "quest_length": 2, "seed": 11}',  # valid
     ]
-    rewriter = LlmRewriter(RecordedGenerator(outputs), sampling=SamplingConfig())
-    prompts = rewriter.prompts(_request(Goal.HARDER, root, root, 0.9), k=7)
+    rewriter = ModelRewriter(TextWorldPrompts(), RecordedGenerator(outputs), sampling=SamplingConfig())
+    prompts = rewriter.form.prompts(_request(Goal.HARDER, root, root, 0.9), k=7)
     assert '"seed": 11' in prompts[0] and "(Attempt 7/7)" in prompts[6] and "HARDER" in prompts[0]
     frame = rewrite_tasks(
         [_request(Goal.HARDER, root, root, 0.9)], rewriter=rewriter, env=env, k=7, seed=0, iteration=1
@@ -210,7 +217,7 @@ def test_llm_rewriter_rejects_bad_outputs_with_reasons(env: TextWorldEnv) -> Non
     reasons = frame["invalid_reason"].to_list()
     assert reasons[0] is not None and reasons[0].startswith("unparsable")
     assert reasons[1] == "incomplete: missing keys ['quest_length']"
-    assert reasons[2] is not None and reasons[2].startswith("off-anchor: seed 99")
+    assert reasons[2] == "off-anchor: changes ['seed'] of the root task, which a rewrite must keep"
     assert reasons[3] == "identical to the parent task"
     assert reasons[4] is not None and reasons[4].startswith("not harder than the parent")
     assert reasons[5] is not None and reasons[5].startswith("unknown keys ['theme']")

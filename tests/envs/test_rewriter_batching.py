@@ -15,7 +15,14 @@ import pytest
 from rla_core.algo.adaptation import Goal
 from rla_core.algo.seeds import derive_seed
 from rla_core.config import SamplingConfig
-from rla_core.envs.rewriter import Candidate, LlmRewriter, RewriteRequest, parse_candidate, rewrite_tasks
+from rla_core.envs.rewriter import (
+    Candidate,
+    ModelRewriter,
+    RewriteRequest,
+    TextWorldPrompts,
+    parse_candidate,
+    rewrite_tasks,
+)
 from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.models.generator import TransformersGenerator
 from tests.envs.conftest import ONE_STEP, TWO_STEP
@@ -28,13 +35,13 @@ class PerSlotCalls:
     """The rewriter as it sampled before batching: one generate call per slot, its k attempts seeded
     ``derive_seed(seed, slot_id) + i``."""
 
-    def __init__(self, rewriter: LlmRewriter) -> None:
+    def __init__(self, rewriter: ModelRewriter) -> None:
         self.rewriter = rewriter
 
     def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
         gen = self.rewriter.generator
         outs = gen.generate(
-            [gen.format_prompt(p) for p in self.rewriter.prompts(request, k=k)],
+            [gen.format_prompt(p) for p in self.rewriter.form.prompts(request, k=k)],
             n=1,
             sampling=self.rewriter.sampling,
             seed=derive_seed(seed, request.slot_id),
@@ -46,7 +53,7 @@ class PerSlotCalls:
 def test_one_call_for_every_slot_gives_each_slots_own_calls_candidates(
     env: TextWorldEnv, tiny_policy_dir: Path, tmp_path: Path
 ) -> None:
-    rewriter = LlmRewriter(TransformersGenerator(tiny_policy_dir), sampling=SAMPLING)
+    rewriter = ModelRewriter(TextWorldPrompts(), TransformersGenerator(tiny_policy_dir), sampling=SAMPLING)
     wider = {**TWO_STEP, "nb_objects": 6}
     requests = [
         RewriteRequest("s-a", "t-a", ONE_STEP, ONE_STEP, Goal.HARDER, 1.0),

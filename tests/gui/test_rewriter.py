@@ -80,7 +80,7 @@ def test_invalid_candidates_carry_their_reason(env: MiniWobEnv) -> None:
     assert "off-anchor: task 'enter-text'" in str(
         check_gui_candidate(spec("enter-text"), req, known_tasks=known)
     )
-    assert "off-anchor: seed 4" in str(
+    assert "off-anchor: changes ['seed']" in str(
         check_gui_candidate(spec("click-button", seed=4), req, known_tasks=known)
     )
     assert "unknown MiniWoB task" in str(check_gui_candidate(spec("nope"), req, known_tasks=known))

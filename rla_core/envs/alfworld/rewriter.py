@@ -12,13 +12,16 @@ Validation (:func:`check_two_token`, then the planner through ``env.check_winnab
 
 1. the box parses into two known ALFRED classes (the two may come in either order: they are swapped
    when only the swapped pair satisfies canContain, as ``decide_new_types`` does);
-2. the constraints of the task type hold in the root game (:func:`check_goal_tokens`):
+2. the one rewrite rule (:func:`rla_core.algo.adaptation.variant_problem` over :data:`TWO_TOKEN_SPACE`):
+   only ``goal`` differs from the root game, and the candidate is not the parent itself (no direction
+   rule: the environment model judges which goal is harder);
+3. the constraints of the task type hold in the root game (:func:`check_goal_tokens`):
    ``canContain(RECEPTACLE, OBJECT)`` and a receptacle of that class; the object pickable, with at
    least 2 instances for pick_two; cleanable / heatable / coolable objects and the sink basin /
    microwave / fridge for those types; a toggleable lamp of the named class for look tasks; the
    goal not already true at the start;
-3. not the parent's goal;
-4. the planner finds a plan that wins the rewritten game.
+4. not the parent's goal (the goal the parent's game plays, stated or implied by its spec);
+5. the planner finds a plan that wins the rewritten game.
 
 Acceptance of a chosen rewrite happens next iteration by the spec's accuracy rule
 (:func:`rla_core.algo.adaptation.accept_variant`), like every other setting.
@@ -26,8 +29,9 @@ Acceptance of a chosen rewrite happens next iteration by the spec's accuracy rul
 **Parametric rewriter (our extension, not the paper's).** Tiny CPU models cannot write valid
 two-token rewrites, so without an environment model the generator parameters move instead: harder =
 the target behind doors (``target_location``: open -> any -> closed), more distractors, more
-receptacles; easier = the reverse. It is validated by solvability only (the engine check); published
-games have no parameters, so it proposes nothing for them (the reason says so).
+receptacles; easier = the reverse. It is validated by the rewrite rule over :data:`PARAMETRIC_SPACE`
+(the scene, task and seed kept; no direction rule) and solvability (the engine check); published games
+have no parameters, so it proposes nothing for them (the reason says so).
 
 Example:
     >>> check_goal_tokens(facts, TaskType.PICK_AND_PLACE, GoalTokens("Apple", "Fridge"))  # doctest: +SKIP
@@ -41,7 +45,7 @@ from collections import Counter
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from rla_core.algo.adaptation import Goal
+from rla_core.algo.adaptation import Goal, VariantSpace
 from rla_core.algo.parsing import last_boxed
 from rla_core.envs.alfworld import assets
 from rla_core.envs.alfworld.goals import check_goal_tokens
@@ -55,13 +59,11 @@ from rla_core.envs.alfworld.spec import (
     canonical_spec,
     parse_goal,
 )
-from rla_core.envs.rewriter import Candidate, ModelRewriter, RewriteRequest, distinct_moves
+from rla_core.envs.rewriter import Candidate, RewriteRequest, distinct_moves
 from rla_core.errors import EnvironmentSpecError
 
 if TYPE_CHECKING:
-    from rla_core.config import SamplingConfig
     from rla_core.envs.alfworld.env import AlfworldEnv
-    from rla_core.models.generator import Generator
 
 REWRITE_TEMPLATE = Template(
     "You adjust the difficulty of a household task in an ALFWorld room.\n"
@@ -122,13 +124,12 @@ def parse_two_tokens(text: str) -> tuple[str, str] | str:
     return names[0], names[1]
 
 
-class TwoTokenRewriter(ModelRewriter):
-    """The environment model rewrites the root game's two goal tokens (spec §3.2; paper's method)."""
+class TwoTokenPrompts:
+    """The environment model rewrites the root game's two goal tokens (spec §3.2; paper's method): the
+    prompts and parsing of a :class:`~rla_core.envs.rewriter.ModelRewriter`."""
 
-    def __init__(self, generator: Generator, *, env: AlfworldEnv, sampling: SamplingConfig) -> None:
-        self.generator = generator
+    def __init__(self, env: AlfworldEnv) -> None:
         self.env = env
-        self.sampling = sampling
 
     def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
         """The k attempt prompts ("(Attempt i/k)" suffix for diversity)."""
@@ -173,8 +174,12 @@ def candidate_from_text(text: str, root_spec: dict[str, Any], task_type: TaskTyp
     return Candidate(spec={**root_spec, "goal": {"target": first, key: second}}, raw=text)
 
 
+# A two-token rewrite changes only the goal of the root game; the environment model judges its direction.
+TWO_TOKEN_SPACE = VariantSpace(changes=frozenset({"goal"}))
+
+
 def check_two_token(env: AlfworldEnv, spec: dict[str, Any], request: RewriteRequest) -> str | None:
-    """Static checks 2-3 of the module docstring for a two-token candidate (planner check: ``check_winnable``)."""
+    """Checks 1-4 of the module docstring for a two-token candidate (planner check: ``check_winnable``)."""
     root = env.game(request.root_spec)
     task_type, _ = goal_of(root["pddl_problem"])
     try:
@@ -183,12 +188,9 @@ def check_two_token(env: AlfworldEnv, spec: dict[str, Any], request: RewriteRequ
         return str(exc)
     if tokens is None:
         return "the candidate has no 'goal' to rewrite"
-    off = {k: v for k, v in spec.items() if k != "goal"} != {
-        k: v for k, v in request.root_spec.items() if k != "goal"
-    }
-    if off:
-        return "off-anchor: a two-token rewrite must keep the root game's world (only 'goal' may change)"
-    reason = check_goal_tokens(read_facts(root["pddl_problem"]), task_type, tokens)
+    reason = request.problem(spec, TWO_TOKEN_SPACE) or check_goal_tokens(
+        read_facts(root["pddl_problem"]), task_type, tokens
+    )
     if reason is not None:
         return reason
     _, parent_tokens = goal_of(env.game(request.parent_spec)["pddl_problem"])
@@ -236,10 +238,12 @@ class ParametricRewriter:
         ]
 
 
+# The parametric rewriter moves the generator's parameters (target location, distractors, receptacle cap,
+# and a stated goal is not held to the root's); the room, task, its objects and the seed stay the root's.
+# Solvability is the engine's check, and there is no direction rule.
+PARAMETRIC_SPACE = VariantSpace(changes=frozenset({"target_location", "distractors", "receptacles", "goal"}))
+
+
 def check_parametric(spec: dict[str, Any], request: RewriteRequest) -> str | None:
-    """The parametric candidate's only static check: same scene, task and goal (the engine checks the rest)."""
-    fixed = ("scene", "task_type", "target", "place", "light", "seed")
-    changed = [k for k in fixed if spec.get(k) != request.root_spec.get(k)]
-    if changed:
-        return f"off-anchor: {changed} differ from the root task"
-    return None
+    """The rewrite rule over :data:`PARAMETRIC_SPACE` (the engine checks the rest)."""
+    return request.problem(spec, PARAMETRIC_SPACE)

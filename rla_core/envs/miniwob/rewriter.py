@@ -8,9 +8,10 @@ specs ``{task, seed, hint_level}`` (spec §3.3 spirit):
   task of the family (same seed, no hint);
 * harder: one hint level less, then the harder sibling (same seed and hint level).
 
-:func:`rewrite_gui_tasks` checks every candidate (valid spec, stays in the ROOT task's family,
-differs from the parent, moves in the goal's direction by :func:`difficulty`, the page loads and
-the scripted solver wins it) and writes the 'proposals' artifact; the first valid one is chosen.
+:func:`rewrite_gui_tasks` checks every candidate (a valid spec in the ROOT task's family, then the one
+rewrite rule over :data:`GUI_SPACE`: the root's seed kept, differs from the parent, moves in the goal's
+direction by :func:`difficulty`; then the page loads and the scripted solver wins it) and writes the
+'proposals' artifact; the first valid one is chosen.
 
 Example:
     >>> req = RewriteRequest("s0", "t0", parent, parent, Goal.EASIER, prev_acc=0.0)  # doctest: +SKIP
@@ -25,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from rla_core.algo.adaptation import VariantSpace
 from rla_core.envs.base import canonical_spec
 from rla_core.envs.miniwob.tasks import (
     FAMILIES,
@@ -88,27 +90,26 @@ def _fails_after_first_step(request: RewriteRequest) -> bool:
     return any(step > 0 for f in request.feedback.failed for step in f.high_risk_steps)
 
 
+# A GUI rewrite changes the task (within the root's family) and the hint level; the seed (the page's
+# instance) stays the root's; harder is a larger :func:`difficulty` (rank in the family, fewer hints).
+GUI_SPACE = VariantSpace(changes=frozenset({"task", "hint_level"}), measure=difficulty)
+
+
 def check_gui_candidate(
     spec: dict[str, Any], request: RewriteRequest, *, known_tasks: list[str]
 ) -> str | None:
-    """Static checks of a candidate; None when they pass, else the reason (the first failure)."""
+    """Static checks of a candidate; None when they pass, else the reason (the first failure): a valid
+    spec in the root task's family, then the rewrite rule over :data:`GUI_SPACE`."""
     try:
         check_spec(spec, known_tasks=known_tasks)
     except EnvironmentSpecError as exc:
         return str(exc)
-    parent, root = request.parent_spec, request.root_spec
-    if spec == parent:
-        return "identical to the parent task"
+    root = request.root_spec
     if family_of(spec["task"]) != family_of(root["task"]) or (
         family_of(root["task"]) is None and spec["task"] != root["task"]
     ):
         return f"off-anchor: task '{spec['task']}' is not in the family of the root task '{root['task']}'"
-    if spec["seed"] != root["seed"]:
-        return f"off-anchor: seed {spec['seed']} differs from the root task's seed {root['seed']}"
-    before, after = difficulty(parent), difficulty(spec)
-    if (after <= before) if request.goal is Goal.HARDER else (after >= before):
-        return f"not {request.goal.value} than the parent: difficulty {before} -> {after}"
-    return None
+    return request.problem(spec, GUI_SPACE)
 
 
 def rewrite_gui_tasks(

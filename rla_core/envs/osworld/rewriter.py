@@ -4,7 +4,7 @@ The paper's environment model rewrites ``current_task`` into a single-key JSON w
 ``task_template``; it may change the evaluator key or the hint strength, never invent a task or an
 evaluator. Two rewriters make that edit (``adaptation.rewriter``):
 
-* :class:`OsworldLlmRewriter` (``llm``): the environment model answers the ``osworld_rewrite`` prompt,
+* :class:`OsworldPrompts` (``llm``): the environment model answers the ``osworld_rewrite`` prompt,
   k = ``adaptation.candidates`` samples of one prompt per target; a sample is a candidate when its last
   JSON object has exactly one key, a key of ``task_template``, with a string value
   (:func:`parse_osworld_candidate`); the first valid one is chosen, and when none is,
@@ -14,11 +14,11 @@ evaluator. Two rewriters make that edit (``adaptation.rewriter``):
   more on the same key, then the previous (easier) template key; harder = one hint less on the same key,
   then the next (harder) template key.
 
-:func:`check_osworld_candidate` is the static check: the candidate is a valid task (:func:`check_task`); it is
-the root task with only ``current_task`` changed (same id, set-up, template, evaluators, hints: nothing
-invented); its key is a template key and its instruction is that key's template plus its own first hints;
-it differs from the parent and moves in the goal's direction by :func:`difficulty`; a key other than the
-root's needs a scripted solution. The engine check (:class:`SolutionCheck`) then plays the key's scripted
+:func:`check_osworld_candidate` is the static check: the candidate is a valid task (:func:`check_task`) whose key
+is a template key and whose instruction is that key's template plus its own first hints; then the one
+rewrite rule over :data:`OSWORLD_SPACE`: it is the root task with only ``current_task`` changed (same id,
+set-up, template, evaluators, hints: nothing invented), it differs from the parent and moves in the
+goal's direction by :func:`difficulty`; last, a key other than the root's needs a scripted solution. The engine check (:class:`SolutionCheck`) then plays the key's scripted
 solution on a desktop, before the candidate can be chosen. So a key switch is valid only when the new key's
 solution wins; the root's own key without a solution (an official task's one ``default`` key) can only have
 whole hint sentences added or removed, which keeps its instruction's meaning and its evaluator.
@@ -33,21 +33,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
+from rla_core.algo.adaptation import VariantSpace
 from rla_core.algo.parsing import parse_last_json_object
 from rla_core.envs.demos import DEMO_COLUMNS
 from rla_core.envs.osworld.tasks import check_task, current_key, difficulty, hint_count, with_variant
 from rla_core.envs.prompts import load_template
-from rla_core.envs.rewriter import Candidate, Goal, ModelRewriter, RewriteRequest
+from rla_core.envs.rewriter import Candidate, Goal, RewriteRequest
 from rla_core.errors import EnvironmentSpecError
 from rla_core.schemas import validate
-
-if TYPE_CHECKING:
-    from rla_core.config import SamplingConfig
-    from rla_core.models.generator import Generator
 
 
 def _canonical(spec: dict[str, Any]) -> str:
@@ -94,29 +91,29 @@ class OsworldRewriter:
         return out[:k]
 
 
+# An OSWorld rewrite changes only ``current_task`` (the evaluator key and the hints it carries); harder is a
+# larger :func:`difficulty` (the key's rank in the template, fewer hints).
+OSWORLD_SPACE = VariantSpace(changes=frozenset({"current_task"}), measure=difficulty)
+
+
 def check_osworld_candidate(spec: dict[str, Any], request: RewriteRequest) -> str | None:
     """Static checks of a candidate (module docstring); None when they pass, else the first reason."""
     try:
         check_task(spec)
     except EnvironmentSpecError as exc:
         return str(exc)
-    root, parent = request.root_spec, request.parent_spec
-    changed = sorted(k for k in set(spec) | set(root) if k != "current_task" and spec.get(k) != root.get(k))
-    if changed:
-        return f"off-anchor: the rewrite changed {changed} of the root task; only current_task may change"
     key = current_key(spec)
     if hint_count(spec) is None:
         return f"the instruction of key {key!r} is not its template followed by the task's own hints"
-    if spec["current_task"] == parent["current_task"]:
-        return "identical to the parent task"
+    reason = request.problem(spec, OSWORLD_SPACE)
+    if reason is not None:
+        return reason
+    root = request.root_spec
     if key != current_key(root) and not spec.get("solutions", {}).get(key):
         return (
             f"key {key!r} is not the root task's key {current_key(root)!r} and has no scripted solution to "
             "check that it still wins: only hints may change on this task"
         )
-    before, after = difficulty(parent), difficulty(spec)
-    if (after <= before) if request.goal is Goal.HARDER else (after >= before):
-        return f"not {request.goal.value} than the parent: difficulty {before} -> {after}"
     return None
 
 
@@ -192,12 +189,9 @@ def parse_osworld_candidate(text: str, parent: dict[str, Any]) -> Candidate:
     return Candidate(spec={**parent, "current_task": {key: value}}, raw=text)
 
 
-class OsworldLlmRewriter(ModelRewriter):
-    """The environment model rewrites ``current_task`` (module docstring); batched like every model rewriter."""
-
-    def __init__(self, generator: Generator, *, sampling: SamplingConfig) -> None:
-        self.generator = generator
-        self.sampling = sampling
+class OsworldPrompts:
+    """The environment model rewrites ``current_task`` (module docstring): the prompts and parsing of a
+    :class:`~rla_core.envs.rewriter.ModelRewriter`, batched like every model rewriter."""
 
     def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
         return [rewrite_prompt(request)] * k

@@ -1,13 +1,10 @@
-"""Shared fixtures: one ALFWorld environment per session with a small game of each of the six task types."""
+"""Shared data of the ALFWorld tests: a small game of each of the six task types (the session's environment,
+`alfworld_env`, is in tests/envs/conftest.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-import pytest
-
-from rla_core.envs.alfworld.env import AlfworldEnv
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PUBLISHED = (
@@ -44,8 +41,3 @@ SPECS: dict[str, dict[str, Any]] = {
         **_BASE, "task_type": "pick_cool_then_place_in_recep", "target": "Apple", "place": "CounterTop",
     },
 }  # fmt: skip
-
-
-@pytest.fixture(scope="session")
-def alfworld_env(tmp_path_factory: pytest.TempPathFactory) -> AlfworldEnv:
-    return AlfworldEnv(tmp_path_factory.mktemp("alfworld-games"))

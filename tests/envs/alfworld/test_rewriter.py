@@ -14,13 +14,13 @@ from rla_core.envs.alfworld.goals import check_goal_tokens
 from rla_core.envs.alfworld.pddl import read_facts
 from rla_core.envs.alfworld.rewriter import (
     ParametricRewriter,
-    TwoTokenRewriter,
+    TwoTokenPrompts,
     check_parametric,
     check_two_token,
     parse_two_tokens,
 )
 from rla_core.envs.alfworld.spec import GoalTokens, TaskType
-from rla_core.envs.rewriter import RewriteRequest, rewrite_tasks
+from rla_core.envs.rewriter import ModelRewriter, RewriteRequest, rewrite_tasks
 from tests.envs.alfworld.conftest import SPECS
 from tests.recorded import RecordedGenerator
 
@@ -42,8 +42,10 @@ def test_two_token_rewrites_obey_the_constraints_or_are_rejected_with_reasons(
         r"\boxed{CounterTop,Mug}",  # swapped order is accepted (decide_new_types), valid
         r"\boxed{Mug,Cabinet}",  # valid too, but the first valid one wins
     ]
-    rewriter = TwoTokenRewriter(RecordedGenerator(outputs), env=alfworld_env, sampling=SamplingConfig())
-    assert "Make the task HARDER" in rewriter.prompts(_request(spec, Goal.HARDER), k=1)[0]
+    rewriter = ModelRewriter(
+        TwoTokenPrompts(alfworld_env), RecordedGenerator(outputs), sampling=SamplingConfig()
+    )
+    assert "Make the task HARDER" in rewriter.form.prompts(_request(spec, Goal.HARDER), k=1)[0]
     rewriter.generator = RecordedGenerator(outputs)
     frame = rewrite_tasks(
         [_request(spec, Goal.HARDER)], rewriter=rewriter, env=alfworld_env, k=5, seed=0, iteration=1,

@@ -18,7 +18,7 @@ from rla_core.algo.curriculum import register_chosen, tasks_to_play
 from rla_core.algo.registry import TaskRegistry
 from rla_core.config import AdaptationConfig, RunConfig
 from rla_core.envs.osworld.rewriter import (
-    OsworldLlmRewriter,
+    OsworldPrompts,
     SolutionCheck,
     check_osworld_candidate,
     parse_osworld_candidate,
@@ -26,7 +26,7 @@ from rla_core.envs.osworld.rewriter import (
     rewrite_prompt,
     with_fallback,
 )
-from rla_core.envs.rewriter import Goal, RewriteRequest, rewrite_tasks
+from rla_core.envs.rewriter import Goal, ModelRewriter, RewriteRequest, rewrite_tasks
 from tests.envs.osworld.test_tasks import shipped
 from tests.recorded import RecordedGenerator
 
@@ -54,7 +54,7 @@ def no_desktop() -> Any:
 def proposals(task: dict[str, Any], goal: Goal, texts: list[str]) -> pl.DataFrame:
     """R = 3 recorded samples through the shared model-rewriter path, then the fallback."""
     req = request(task, goal)
-    writer = OsworldLlmRewriter(RecordedGenerator(texts), sampling=AdaptationConfig().sampling)
+    writer = ModelRewriter(OsworldPrompts(), RecordedGenerator(texts), sampling=AdaptationConfig().sampling)
     frame = rewrite_tasks(
         [req], rewriter=writer, env=SolutionCheck(no_desktop), k=3, seed=0, iteration=1,
         check=check_osworld_candidate,
@@ -175,7 +175,7 @@ def test_the_fallback_row_follows_its_own_slots_samples() -> None:
     easy = RewriteRequest("os/other", "os/other", task, task, Goal.EASIER, prev_acc=0.0)
     texts = ["no", json.dumps({"dir": DIR}), "no", "no", "no", "no"]  # slot 1: sample 1 valid; slot 2: none
     frame = rewrite_tasks(
-        [hard, easy], rewriter=OsworldLlmRewriter(RecordedGenerator(texts), sampling=AdaptationConfig().sampling),
+        [hard, easy], rewriter=ModelRewriter(OsworldPrompts(), RecordedGenerator(texts), sampling=AdaptationConfig().sampling),
         env=SolutionCheck(no_desktop), k=3, seed=0, iteration=1, check=check_osworld_candidate,
     )  # fmt: skip
     out = with_fallback(frame, [hard, easy], iteration=1)
