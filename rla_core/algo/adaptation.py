@@ -141,7 +141,9 @@ class VariantSpace:
             raise ValueError("a variant space measures difficulty by its keys or by a measure, not both")
         unbounded = [k for k in self.difficulty if k not in self.bounds]
         if unbounded:
-            raise ValueError(f"difficulty keys {unbounded} have no bounds: a difficulty key is an integer key")
+            raise ValueError(
+                f"difficulty keys {unbounded} have no bounds: a difficulty key is an integer key"
+            )
 
     def outside(self, spec: Mapping[str, Any]) -> str | None:
         """Why ``spec`` lies outside the space's keys and bounds, or None."""
