@@ -101,7 +101,7 @@ def _rollouts(env: AlfworldEnv, rows: list[dict[str, Any]]) -> None:
     timings = RolloutTimings()
     searches = env.plans.stats.searches
     start = time.perf_counter()
-    frame = run_rollouts(RolloutRequest(tasks=tasks, n=4, max_steps=10, sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24), seed=1, iteration=1, history_turns=2), env=env, generator=gen, timings=timings)  # fmt: skip
+    frame = run_rollouts(RolloutRequest(tasks=tasks, n=4, max_steps=10, sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24), seed=1, iteration=1, history_turns=2, env_retries=0), env=env, generator=gen, timings=timings)  # fmt: skip
     wall = time.perf_counter() - start
     episodes = frame.select(["task_id", "rollout_id"]).unique().height
     print(

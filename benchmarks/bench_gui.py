@@ -82,6 +82,7 @@ def main() -> None:
                         seed=0,
                         iteration=1,
                         history_turns=2,
+                        env_retries=0,
                     ),
                     env=env,
                     generator=gen,

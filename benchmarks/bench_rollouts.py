@@ -41,7 +41,14 @@ def main() -> None:
         start = time.perf_counter()
         frame = run_rollouts(
             RolloutRequest(
-                tasks=tasks, n=4, max_steps=8, sampling=sampling, seed=1, iteration=1, history_turns=2
+                tasks=tasks,
+                n=4,
+                max_steps=8,
+                sampling=sampling,
+                seed=1,
+                iteration=1,
+                history_turns=2,
+                env_retries=0,
             ),
             env=env,
             generator=gen,

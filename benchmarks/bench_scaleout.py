@@ -35,7 +35,7 @@ import polars as pl
 from rla_core.algo.curriculum import PlayTask
 from rla_core.cluster.ray_session import ShardRequest, disconnect, run_shards
 from rla_core.cluster.shards import episode_shards
-from rla_core.config import ClusterBackend, ClusterConfig, Setting, TextGameEngine, load_config
+from rla_core.config import ClusterBackend, ClusterConfig, TextGameEngine, load_config
 from rla_core.dispatch import rollout
 from rla_core.envs.alfworld.env import AlfworldEnv
 from rla_core.envs.demos import corpus_texts
@@ -55,7 +55,7 @@ def _load() -> list[float]:
 
 
 def _timed_play(request: RolloutRequest, generator: GeneratorSpec) -> dict[str, Any]:
-    """One shard of the profile pass, as ``rla_core.dispatch._play_here`` plays it (the adapter's own
+    """One shard of the profile pass, as ``rla_core.dispatch.play_episodes`` plays it on an actor (the adapter's own
     environment, :func:`run_rollouts`), with timers, in the actor: seconds to open the generator (model
     load) and to play; of playing, generation, the engine's steps (which include the expert labels'
     plan searches, also given apart) and the rest (opening the games, building the frame); and the
@@ -117,13 +117,15 @@ def main() -> None:
     generator = GeneratorSpec(checkpoint=model, models=inputs.models, role="policy", name=None, threads=1)
     request = RolloutRequest(
         tasks=tasks, n=args.n, max_steps=args.max_steps, sampling=inputs.rollout.sampling, seed=1, iteration=1,
-        history_turns=inputs.models.history_turns, invalid_action=inputs.rollout.invalid_action, env=inputs.env(),
+        history_turns=inputs.models.history_turns, invalid_action=inputs.rollout.invalid_action, env=inputs.env(), env_retries=0,
     )  # fmt: skip
     local = ClusterConfig()
 
     def timed(cluster: ClusterConfig) -> tuple[float, pl.DataFrame]:
+        from rla_core.settings.textgame import ALFWORLD
+
         start = time.perf_counter()
-        frames = rollout(request, setting=Setting.TEXTGAME, generator=generator, cluster=cluster)
+        frames = rollout(request, adapter=ALFWORLD, generator=generator, cluster=cluster)
         return time.perf_counter() - start, frames["rollouts"]
 
     warm_s, reference = timed(local)  # generates and plans the games into the disk cache

@@ -84,6 +84,7 @@ def main() -> int:
                 seed=args.seed,
                 iteration=1,
                 history_turns=cfg.models.history_turns,
+                env_retries=0,
             ),
             env=setting.env(RolloutInputs.from_config(cfg).env()),
             generator=policy,

@@ -191,6 +191,7 @@ def main() -> None:
                     seed=7,
                     iteration=1,
                     history_turns=cfg.models.history_turns,
+                    env_retries=0,
                 ),
                 env=setting.env(RolloutInputs.from_config(split_cfg).env()),
                 generator=generator,

@@ -18,7 +18,8 @@ from collections.abc import Callable
 
 from rla_core.config import RunConfig
 from rla_core.errors import PreflightError
-from rla_core.preflight import Problem, Severity, preflight, task_file_keys
+from rla_core.preflight import Problem, Severity, preflight
+from rla_core.settings import task_files
 from rla_core.stage_inputs import StageName
 from rla_core.store import ArtifactStore
 
@@ -48,7 +49,8 @@ def changed_task_files(store: ArtifactStore, cfg: RunConfig, run_id: str, *, acc
         changed.setdefault(str(stage.reads_file(sliced)), []).append(
             (iteration, name, str(recorded.get("sha256")), now)
         )
-    train_key, eval_key = task_file_keys(cfg.setting)
+    files = task_files(cfg)  # a changed file implies the setting has task files
+    train_key, eval_key = files.keys() if files is not None else (str(cfg.setting), str(cfg.setting))
     problems = []
     for path, hits in changed.items():
         then, now = hits[0][2][:12], hits[0][3][:12]

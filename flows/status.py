@@ -49,6 +49,8 @@ def headline_columns(setting: Setting) -> dict[str, tuple[str, ...]]:
 
 # A progress record not refreshed for this long, from a process we cannot probe, reads as stale.
 STALE_AFTER_S = 120.0
+# The states of the stage a progress record names (the one running, or the last that ran and stopped).
+ACTIVE_STATES = ("running", "stale", "failed")
 
 
 def format_metric(value: float) -> str:
@@ -62,7 +64,7 @@ class StageRow:
 
     iteration: int
     stage: str
-    state: str  # done | running | not done | stale
+    state: str  # done | running | not done | stale | failed
     attempt: int | None
     seconds: float | None
     metrics: dict[str, float]
@@ -87,10 +89,20 @@ class Running:
     updated_at: str
     host: str
     pid: int
+    error: str | None = None  # why the attempt failed (it is not running any more)
+
+    @property
+    def state(self) -> str:
+        """``failed`` (with its error), ``running``, or ``stale`` (no live process and no error recorded)."""
+        if self.error is not None:
+            return "failed"
+        return "running" if self.alive else "stale"
 
     def describe(self) -> str:
         from rla_core.progress import ProgressRecord
 
+        if self.error is not None:
+            return f"{self.error} (pid {self.pid} on {self.host}, at {self.updated_at}; `rla resume` runs it again)"
         parts = [ProgressRecord.from_dict(r).line() for r in self.loops if not r.get("finished")]
         done = [r for r in self.loops if r.get("finished")]
         if not parts and done:
@@ -111,6 +123,7 @@ def read_running(store: ArtifactStore, run_id: str) -> Running | None:
         it, stage, attempt = int(raw["iteration"]), str(raw["stage"]), int(raw["attempt"])
         host, pid, updated = str(raw["host"]), int(raw["pid"]), str(raw["updated_at"])
         loops = list(raw.get("loops", []))
+        error = None if raw.get("error") is None else str(raw["error"])
     except (ValueError, KeyError, TypeError):
         return None  # a record from an older version: nothing to show
     manifest = store.manifest(run_id, it, stage)
@@ -121,7 +134,7 @@ def read_running(store: ArtifactStore, run_id: str) -> Running | None:
     else:
         age = dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(updated)
         alive = age.total_seconds() < STALE_AFTER_S
-    return Running(it, stage, attempt, alive, loops, updated, host, pid)
+    return Running(it, stage, attempt, alive, loops, updated, host, pid, error)
 
 
 def stage_rows(store: ArtifactStore, run_id: str, cfg: RunConfig) -> list[StageRow]:
@@ -141,8 +154,7 @@ def stage_rows(store: ArtifactStore, run_id: str, cfg: RunConfig) -> list[StageR
         for name in sorted(names, key=lambda n: (order.get(n, len(order)), n)):
             manifest = store.manifest(run_id, it, name)
             if running is not None and (running.iteration, running.stage) == (it, name):
-                state = "running" if running.alive else "stale"
-                rows.append(StageRow(it, name, state, running.attempt, None, {}, running.describe()))
+                rows.append(StageRow(it, name, running.state, running.attempt, None, {}, running.describe()))
             elif manifest is None:
                 rows.append(StageRow(it, name, "not done", None, None, {}))
             else:
@@ -189,9 +201,7 @@ def runs_table(store: ArtifactStore, root: str) -> Any:
         cfg = load_run_config(store, rid)
         rows = stage_rows(store, rid, cfg)
         done = sum(r.state == "done" for r in rows)
-        running = next(
-            (f"{r.iteration}/{r.stage} ({r.state})" for r in rows if r.state in ("running", "stale")), ""
-        )
+        running = next((f"{r.iteration}/{r.stage} ({r.state})" for r in rows if r.state in ACTIVE_STATES), "")
         table.add_row(rid, str(cfg.setting), str(cfg.iterations), str(done), running, cfg.config_hash()[:12])
     return table
 
@@ -232,7 +242,7 @@ def run_table(store: ArtifactStore, run_id: str, *, full: bool) -> tuple[str, An
                 "\n".join(f"{k}={v!r}" for k, v in sorted(r.metrics.items())) if r.metrics else r.progress
             )
         table.add_row(*cells)
-    running = [r for r in rows if r.state in ("running", "stale")]
+    running = [r for r in rows if r.state in ACTIVE_STATES]
     for r in running:
         header += f"\n  {r.state}: iteration {r.iteration} {r.stage} — {r.progress}"
     for line in judge_warnings(rows):

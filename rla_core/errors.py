@@ -88,6 +88,10 @@ class EnvironmentFault(RlaError):
         self.message = " ".join(message.split())[:500]  # one line, bounded
 
 
+class DemonstrationError(RlaError):
+    """The warm start could not play a task's demonstration or random episode, even after its replays."""
+
+
 class EnvErrorShareError(RlaError):
     """Too many episodes of a stage ended in ``env_error`` after their retries: the cluster is broken."""
 

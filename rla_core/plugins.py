@@ -7,8 +7,9 @@ A plug-in is a subclass of :class:`EnvironmentPlugin` exposed under the entry-po
     numberline = "rla_numberline:NumberLine"
 
 and chosen by configuration: ``setting: plugin``, ``plugin.name: numberline``, ``plugin.options: {...}``
-(validated by the plug-in's own :attr:`EnvironmentPlugin.Options` model when the config is loaded). The
-loop plays it like any built-in environment: rollouts, step judgments, labels, rewrites of its tasks
+(validated by the plug-in's own :attr:`EnvironmentPlugin.Options` model by the preflight, ``rla config
+check``, and again when a stage resolves the plug-in: :func:`find_plugin`, :meth:`InstalledPlugin.with_options`).
+The loop plays it like any built-in environment: rollouts, step judgments, labels, rewrites of its tasks
 inside its declared :class:`RewriteSpace`, training and evaluation.
 
 This module is the whole surface a plug-in package imports; it depends on nothing else of rlanything, so
@@ -25,7 +26,7 @@ import importlib.metadata
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -149,16 +150,26 @@ class EnvironmentPlugin(ABC):
     :meth:`score`. Optional (with their defaults): :attr:`Options` (none), :meth:`demonstration` (None:
     no warm start on demonstrations), :meth:`expert_actions` (None: no step labels, the judge's accuracy
     diagnostics are empty), :meth:`corpus` (texts for the tiny models' tokenizer), :attr:`judge_template`,
-    :attr:`rewrite_template`, :meth:`variants` and :meth:`check_variant`.
+    :attr:`rewrite_template`, :meth:`variants`, :meth:`check_variant` and :meth:`close`.
 
-    One instance is made per stage with the validated options (``self.options``); episodes are values:
-    ``reset`` returns a state that ``step`` and ``score`` take and return, so many episodes run at once.
-    A plug-in that raises in ``reset``, ``step`` or ``score`` ends that episode as ``env_error`` (it is
-    replayed, never counted as the policy's loss).
+    **Lifecycle.** The loop constructs the class as ``cls(options)`` with the validated options (an
+    instance of :attr:`Options`; this base keeps it as ``self.options``: a plug-in with its own
+    ``__init__(self, options)`` calls ``super().__init__(options)``). It makes one instance per use —
+    listing a stage's tasks, playing its episodes, its warm start, its rewrites, the preflight's checks —
+    in the process doing that work (a Ray shard makes its own), calls it from one thread at a time, and
+    calls :meth:`close` once it is done with it (also when the work failed). Episodes are values:
+    ``reset`` returns a state that ``step`` and ``score`` take and return, so many episodes are played at
+    once on one instance. A plug-in that raises in ``reset``, ``step`` or ``score`` ends that episode as
+    ``env_error`` (it is replayed, never counted as the policy's loss).
+
+    **Why a base class** (everything else in rlanything is composed, with Protocols): it is the clearest
+    API for plug-in authors — one import, the optional members' defaults written once and documented
+    here, and a class the loader can check (``issubclass``). It holds no state of ours and has no hooks:
+    the loop calls each method directly, through one guarded path that names the plug-in and the task.
     """
 
     Options: ClassVar[type[PluginOptions]] = NoOptions
-    # Declared on the class; a plug-in whose space depends on its options also sets it in ``__init__``.
+    # On the class, or set in ``__init__`` when it depends on the options (one library generator among many).
     rewrite_space: RewriteSpace
     judge_template: ClassVar[str] = DEFAULT_JUDGE_TEMPLATE
     rewrite_template: ClassVar[str] = DEFAULT_REWRITE_TEMPLATE
@@ -200,30 +211,52 @@ class EnvironmentPlugin(ABC):
 
     def variants(self, spec: dict[str, Any], *, harder: bool) -> Sequence[dict[str, Any]]:
         """Candidate rewrites without an environment model, most preferred first: each difficulty key moved
-        by one in the goal's direction, clamped to its bounds (override for other moves)."""
-        out = []
-        for key in self.rewrite_space.difficulty:
-            low, high = self.rewrite_space.bounds[key]
-            out.append({**spec, key: max(low, min(high, int(spec[key]) + (1 if harder else -1)))})
-        return out
+        by one in the goal's direction (override for other moves). One that leaves the bounds is a candidate
+        too: the rewrite check records it as an invalid ``proposals`` row with the reason."""
+        step = 1 if harder else -1
+        return [{**spec, key: int(spec[key]) + step} for key in self.rewrite_space.difficulty]
 
     def check_variant(self, spec: dict[str, Any]) -> str | None:
-        """Why a variant inside the rewrite space is still not a playable task (e.g. unwinnable), or None."""
+        """Why a variant inside the rewrite space is still not a playable task (e.g. unwinnable), or None.
+        The preflight (``rla config check``) also asks it about every seed task."""
+        return None
+
+    def close(self) -> None:
+        """Release what the instance holds (a simulator, a subprocess, files); called once per instance,
+        when the loop is done with it. Nothing to release by default."""
         return None
 
 
 @dataclass(frozen=True)
 class InstalledPlugin:
-    """A plug-in found through its entry point: its name, class and distribution (name, version)."""
+    """A plug-in found through its entry point: its name, class and distribution (name, version), and its
+    validated options once a stage that opens it gave them (:meth:`with_options`)."""
 
     name: str
     cls: type[EnvironmentPlugin]
     distribution: str
     version: str
-    options: BaseModel = field(default_factory=NoOptions)
+    options: BaseModel | None = None
+
+    def with_options(self, options: Mapping[str, Any] | None) -> InstalledPlugin:
+        """The plug-in with ``options`` validated by its own options model; a :class:`ConfigError` names
+        every bad key (``plugin.options.<key>``) and the problem, a required one missing included."""
+        try:
+            opts = self.cls.Options.model_validate(dict(options or {}))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"plugin.options.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            )
+            raise ConfigError(f"plug-in {self.name!r}: invalid options: {problems}") from None
+        return replace(self, options=opts)
 
     def open(self) -> EnvironmentPlugin:
-        """An instance with the validated options."""
+        """An instance with the validated options (the plug-in's own constructor: the caller guards it)."""
+        if self.options is None:
+            raise ConfigError(
+                f"plug-in {self.name!r} was resolved without its options (a stage that only reads its name): "
+                "resolve it with with_options(plugin.options) to open it"
+            )
         return self.cls(self.options)
 
 
@@ -232,11 +265,11 @@ def installed() -> dict[str, importlib.metadata.EntryPoint]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def load_plugin(name: str, options: Mapping[str, Any] | None = None) -> InstalledPlugin:
-    """The installed plug-in ``name`` with ``options`` validated by its own options model.
+def find_plugin(name: str) -> InstalledPlugin:
+    """The installed plug-in ``name``: its entry point loaded and checked (one scan of the entry points).
 
-    Raises ConfigError naming the installed plug-ins for an unknown name, and the key and problem for a
-    bad option, an entry point that does not load or is not an :class:`EnvironmentPlugin`.
+    Raises ConfigError naming the installed plug-ins for an unknown name, and the problem for an entry
+    point that does not load or is not an :class:`EnvironmentPlugin`.
     """
     found = installed()
     ep = found.get(name)
@@ -257,38 +290,29 @@ def load_plugin(name: str, options: Mapping[str, Any] | None = None) -> Installe
             f"plug-in {name!r}: entry point {ep.value} is {cls!r}, not a subclass of "
             "rla_core.plugins.EnvironmentPlugin"
         )
-    if not isinstance(getattr(cls, "rewrite_space", None), RewriteSpace):
-        raise ConfigError(f"plug-in {name!r} ({ep.value}) declares no rewrite_space (a RewriteSpace)")
-    try:
-        opts = cls.Options.model_validate(dict(options or {}))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"plugin.options.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"plug-in {name!r}: invalid options: {problems}") from None
     dist = ep.dist
     return InstalledPlugin(
         name=name,
         cls=cls,
         distribution=dist.name if dist is not None else "",
         version=dist.version if dist is not None else "",
-        options=opts,
     )
 
 
-def installed_version(name: str) -> str:
+def load_plugin(name: str, options: Mapping[str, Any] | None = None) -> InstalledPlugin:
+    """The installed plug-in ``name`` with ``options`` validated by its own options model
+    (:func:`find_plugin`, then :meth:`InstalledPlugin.with_options`)."""
+    return find_plugin(name).with_options(options)
+
+
+def plugin_versions(name: str) -> tuple[str, dict[str, str]]:
     """The version of the distribution that provides plug-in ``name`` ("" when it is not installed: the
-    config check has said so already)."""
-    ep = installed().get(name)
-    return ep.dist.version if ep is not None and ep.dist is not None else ""
-
-
-def requirement_versions(name: str) -> dict[str, str]:
-    """The installed versions of what the distribution of plug-in ``name`` declares it requires (a library it
-    wraps: its behaviour is the plug-in's too), by distribution name; one not installed is ""."""
+    preflight has said so already) and the installed versions of what that distribution declares it
+    requires (a library it wraps: its behaviour is the plug-in's too), by distribution name; one not
+    installed is "". One scan of the entry points (a stage's key reads both)."""
     ep = installed().get(name)
     if ep is None or ep.dist is None:
-        return {}
+        return "", {}
     out: dict[str, str] = {}
     for line in ep.dist.requires or ():
         if ";" in line and "extra" in line.split(";", 1)[1]:
@@ -298,4 +322,4 @@ def requirement_versions(name: str) -> dict[str, str]:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             out[dist] = ""
-    return out
+    return ep.dist.version, out

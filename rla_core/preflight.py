@@ -3,12 +3,15 @@
 :func:`preflight` returns one :class:`Problem` per thing a run would fail on later — minutes in, after its
 run directory, lock, MLflow run and Prefect flow run exist — and, as warnings, what it would only report:
 
-* **task files** (training and held-out, per setting: ``textgame.tasks``/``eval_tasks``, ``coding.problems``/
-  ``eval_problems``, ``gui.tasks``/``eval_tasks``) exist and parse, read by the very loaders the seed and
-  evaluate stages use (:mod:`rla_core.settings`, :func:`rla_core.envs.osworld.tasks.load_tasks`), whose
-  errors name the file and the first bad line (OSWorld meta lists: the example that is missing or bad).
-  OSWorld tasks that are merely *unavailable* here (files not cached, root, network) are warnings: the
-  stages leave them out and log why, as without a preflight;
+* **task files** (training and held-out, where the setting's adapter declares them: ``textgame.tasks``/
+  ``eval_tasks``, ``coding.problems``/``eval_problems``, ``gui.tasks``/``eval_tasks``) exist and parse, read
+  by the very loaders the seed and evaluate stages use (the adapter's ``check_task_file``), whose errors name
+  the file and the first bad line (OSWorld meta lists: the example that is missing or bad). OSWorld tasks
+  that are merely *unavailable* here (files not cached, root, network) are warnings: the stages leave them
+  out and log why, as without a preflight;
+* **an environment plug-in** resolves (its entry point loads, its options pass its own model: a required
+  one missing, a wrong type or range is a problem here), lists both splits of well-formed tasks, and each
+  seed task passes the plug-in's ``check_variant`` and is won by its demonstration, played once;
 * **models** (``models.policy``, ``reward``, ``environment``) are known without building or downloading
   anything (:func:`rla_core.models.bootstrap.check_model_ref`);
 * **the vLLM interpreter** exists when ``models.serving.backend`` is ``vllm`` (``auto`` uses it only when
@@ -16,8 +19,11 @@ run directory, lock, MLflow run and Prefect flow run exist — and, as warnings,
   for vLLM's IPC socket paths;
 * **the Ray cluster** at ``cluster.address`` (with ``cluster.backend=ray``) accepts a connection within
   ``cluster.connect_timeout_s``;
-* **GUI prerequisites**: Chromium and chromedriver for MiniWoB++; the desktop programs, the sandbox user
-  and ``desktop_env`` for OSWorld.
+* **prerequisites** of the setting's engine, as its adapter lists them: Chromium and chromedriver for
+  MiniWoB++; the desktop programs and the sandbox user for OSWorld.
+
+Nothing here asks which setting a run is in: the setting's adapter (:func:`rla_core.settings.adapter_of`)
+says where its tasks are and what this machine needs.
 
 Every check runs, so one call lists every problem. Nothing here writes a file, starts a process or opens
 a model. The stages keep their own checks: a file can change between the preflight and its use.
@@ -31,17 +37,20 @@ Example:
 from __future__ import annotations
 
 import functools
-import shutil
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from rla_core.config import Backend, ClusterBackend, GuiEngine, RunConfig, Setting
+from rla_core.config import Backend, ClusterBackend, RunConfig
 from rla_core.errors import RlaError
+
+if TYPE_CHECKING:
+    from rla_core.settings.base import SettingAdapter
+    from rla_core.stage_inputs import EvaluateInputs, SeedTasksInputs
 
 
 class Severity(StrEnum):
@@ -64,13 +73,6 @@ class Problem:
         return self.message if self.message.startswith(self.key) else f"{self.key}: {self.message}"
 
 
-def task_file_keys(setting: Setting) -> tuple[str, str]:
-    """(training, held-out) task-file keys of a setting, e.g. ``("coding.problems", "coding.eval_problems")``."""
-    if setting is Setting.CODING:
-        return "coding.problems", "coding.eval_problems"
-    return f"{setting.value}.tasks", f"{setting.value}.eval_tasks"
-
-
 def config_value(cfg: RunConfig, dotted: str) -> Any:
     """The value of dotted key ``dotted`` in ``cfg``."""
     node: Any = cfg
@@ -82,25 +84,48 @@ def config_value(cfg: RunConfig, dotted: str) -> Any:
 def preflight(cfg: RunConfig) -> list[Problem]:
     """Every problem of ``cfg``'s inputs, errors and warnings, in config order; empty when all is well."""
     problems: list[Problem] = []
-    for check in (_task_files, _judge_steps, _models, _vllm, _cluster, _gui_prerequisites):
+    for check in (_tasks, _judge_steps, _models, _vllm, _cluster):
         problems += check(cfg)
     return problems
 
 
-# ---- task files ------------------------------------------------------------------------------------
+# ---- tasks and the setting's prerequisites ---------------------------------------------------------
 
 
-def _task_files(cfg: RunConfig) -> list[Problem]:
+def _tasks(cfg: RunConfig) -> list[Problem]:
+    """The setting's tasks as its stages read them (task files, or a plug-in's code), then what its engine
+    needs on this machine; all asked of the setting's adapter, resolved once (a plug-in: loaded here)."""
+    from rla_core.settings import adapter_of
+    from rla_core.stage_inputs import BootstrapInputs, EvaluateInputs, SeedTasksInputs
+
+    seed, held_out = SeedTasksInputs.from_config(cfg), EvaluateInputs.from_config(cfg)
+    source = cfg.setting.value  # a plug-in's problems are about its section
+    try:
+        adapter = adapter_of(seed)
+    except RlaError as exc:  # a plug-in that does not resolve: unknown name, a bad or missing option
+        return [Problem(source, _first_line(exc))]
+    files = adapter.task_files
     problems: list[Problem] = []
-    if cfg.setting is Setting.PLUGIN:
-        return _plugin_tasks(cfg)
-    for key, held_out in zip(task_file_keys(cfg.setting), (False, True), strict=True):
-        path = str(config_value(cfg, key))
-        problems += _task_file(cfg, key, path, held_out=held_out)
-    return problems
+    for inputs in (seed, held_out):
+        if files is None:
+            problems += _catch(source, functools.partial(adapter.check_task_file, inputs))
+        else:
+            key = files.keys()[inputs is held_out]
+            problems += _task_file(adapter, inputs, key, str(config_value(cfg, key)))
+    if not problems:  # tasks that load: now what loading them cannot show (a plug-in's demonstrations)
+        try:
+            problems += [
+                Problem(source, line) for line in adapter.check_seed_tasks(BootstrapInputs.from_config(cfg))
+            ]
+        except RlaError as exc:
+            problems.append(Problem(source, _first_line(exc)))
+    engine = f"{cfg.setting.value}.engine"
+    return problems + [Problem(engine, f"{adapter.env_name}: {line}") for line in adapter.prerequisites()]
 
 
-def _task_file(cfg: RunConfig, key: str, path: str, *, held_out: bool) -> list[Problem]:
+def _task_file(
+    adapter: SettingAdapter, inputs: SeedTasksInputs | EvaluateInputs, key: str, path: str
+) -> list[Problem]:
     from rla_core.settings.base import resolve_data_path
 
     resolved = resolve_data_path(path)
@@ -112,9 +137,7 @@ def _task_file(cfg: RunConfig, key: str, path: str, *, held_out: bool) -> list[P
     if not resolved.is_file():
         return [Problem(key, f"'{path}' is a directory; name the task file in it")]
     try:
-        if cfg.setting is Setting.GUI and cfg.gui.engine is GuiEngine.OSWORLD:
-            return _osworld_tasks(cfg, key, resolved)
-        count = len(_load_tasks(cfg, path, held_out=held_out))
+        warnings = adapter.check_task_file(inputs)
     except RlaError as exc:
         return [Problem(key, _first_line(exc))]
     except UnicodeDecodeError as exc:
@@ -124,53 +147,7 @@ def _task_file(cfg: RunConfig, key: str, path: str, *, held_out: bool) -> list[P
         return [Problem(key, f"cannot read '{path}': {exc} (install the setting's extra, docs/settings.md)")]
     except OSError as exc:
         return [Problem(key, f"cannot read '{path}': {exc.strerror or exc}")]
-    if count == 0:
-        return [Problem(key, f"'{path}' lists no tasks")]
-    return []
-
-
-def _plugin_tasks(cfg: RunConfig) -> list[Problem]:
-    """A plug-in's tasks come from its code: both splits load and are well-formed (ids, specs)."""
-    for held_out in (False, True):
-        try:
-            if not _load_tasks(cfg, None, held_out=held_out):
-                return [Problem("plugin.name", f"plug-in {cfg.plugin.name!r} lists no tasks")]
-        except RlaError as exc:
-            return [Problem("plugin.name", _first_line(exc))]
-    return []
-
-
-def _load_tasks(cfg: RunConfig, path: str | None, *, held_out: bool) -> list[Any]:
-    """The tasks of a file as the seed (training) or evaluate (held-out) stage reads them."""
-    from rla_core.settings import adapter_of
-    from rla_core.stage_inputs import EvaluateInputs, SeedTasksInputs
-
-    if held_out:
-        evaluate = EvaluateInputs.from_config(cfg)
-        return adapter_of(evaluate).eval_tasks(evaluate, path)
-    seed = SeedTasksInputs.from_config(cfg)
-    return adapter_of(seed).seed_tasks(seed)
-
-
-def _osworld_tasks(cfg: RunConfig, key: str, path: Path) -> list[Problem]:
-    """OSWorld: the task list must load (every listed example present and valid); unavailable tasks warn."""
-    from rla_core.envs.osworld.tasks import load_tasks, task_key, unavailable
-
-    tasks = load_tasks(path)
-    cache = Path(cfg.gui.osworld.cache_dir)
-    blocked = [(task_key(t), reasons) for t in tasks if (reasons := unavailable(t, cache))]
-    if not blocked:
-        return []
-    first_id, reasons = blocked[0]
-    return [
-        Problem(
-            key,
-            f"{len(blocked)} of the {len(tasks)} OSWorld tasks of '{path}' cannot run here and will be left "
-            f"out (first: {first_id}: {reasons[0]}); fill the file cache with `python -m "
-            "rla_core.envs.osworld.cache fill` (docs/osworld.md)",
-            Severity.WARNING,
-        )
-    ]
+    return [Problem(key, line, Severity.WARNING) for line in warnings]
 
 
 def _judge_steps(cfg: RunConfig) -> list[Problem]:
@@ -255,31 +232,6 @@ def _ray_endpoint(address: str) -> tuple[str, int]:
     if not parts.hostname or port is None:
         raise ValueError("is not 'auto', 'host:port' or 'ray://host:port'")
     return parts.hostname, port
-
-
-# ---- GUI prerequisites ---------------------------------------------------------------------------
-
-
-def _gui_prerequisites(cfg: RunConfig) -> list[Problem]:
-    if cfg.setting is not Setting.GUI:
-        return []
-    if cfg.gui.engine is GuiEngine.MINIWOB:
-        from rla_core.envs.browser import find_browser
-
-        return _catch("gui.engine", find_browser, prefix="miniwob: ")
-    from rla_core.envs.desktop.desktop import NEEDED, _host_ids
-
-    problems = []
-    missing = [name for name in NEEDED if shutil.which(name) is None]
-    if missing:
-        problems.append(
-            Problem(
-                "gui.engine",
-                f"osworld: the local desktops need {', '.join(missing)}, not found on PATH; install the Debian "
-                "packages scripts/setup.sh lists (docs/osworld.md)",
-            )
-        )
-    return problems + _catch("gui.engine", _host_ids, prefix="osworld: ")
 
 
 def _catch(key: str, check: Callable[[], object], *, prefix: str = "") -> list[Problem]:

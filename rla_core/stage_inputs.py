@@ -30,8 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from string import Template
 from typing import TYPE_CHECKING, Any, Self, TypeVar, get_args
 
+import polars as pl
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from rla_core.config import (
@@ -119,10 +121,10 @@ class StageInputs(Slice):
         if isinstance(
             plugin, dict
         ):  # a plug-in's code is not ours to hash: its package version stands for it
-            from rla_core.plugins import installed_version, requirement_versions
+            from rla_core.plugins import plugin_versions
 
-            plugin["version"] = installed_version(plugin["name"])
-            plugin["requires"] = requirement_versions(plugin["name"])  # the library it wraps, if any
+            # the plug-in's package and the library it wraps, if any: one scan of the entry points
+            plugin["version"], plugin["requires"] = plugin_versions(plugin["name"])
         return dumped
 
 
@@ -370,6 +372,13 @@ class RolloutSteps(Slice):
     max_steps: int
 
 
+class DemoEpisodes(RolloutSteps):
+    """The warm start's episodes: cut at the training step budget, replayed like a rollout's when their
+    environment failed (``rollout.env_retries``)."""
+
+    env_retries: int
+
+
 class EnvRetries(Slice):
     """How often a run whose environment failed is replayed (``rollout.env_retries``): the execute stage's
     sandboxed runs."""
@@ -422,24 +431,17 @@ class SeedTasksInputs(StageInputs):
     gui: GuiTasks | None
     plugin: PluginSection | None
 
-    def task_file(self) -> str | None:
-        """The training task file whose bytes also enter the key (None: a plug-in's tasks are its code)."""
-        return _section_file(self.textgame, self.coding, self.gui, "tasks", "problems")
-
 
 class BootstrapInputs(StageInputs):
     setting: Setting
     threads: int
     models: ModelsConfig
     training: SftTraining
-    rollout: RolloutSteps  # demonstrations are cut at the training step budget
+    rollout: DemoEpisodes  # demonstrations are cut at the training step budget, replayed when they fail
     textgame: TextGameTasks | None
     coding: CodingWarmStart | None
     gui: GuiWarmStart | None
     plugin: PluginSection | None
-
-    def task_file(self) -> str | None:
-        return _section_file(self.textgame, self.coding, self.gui, "tasks", "problems")
 
     def seed_sources(self) -> SeedTasksInputs:
         """The seed-task part of this slice (the warm start demonstrates the seed tasks)."""
@@ -471,6 +473,18 @@ class RolloutInputs(_PlaysEpisodes):
     gui: GuiRollout | None
     plugin: PluginSection | None
 
+    def request(
+        self, tasks: tuple[PlayTask, ...], *, seed: int, iteration: int, workdir: Path | None
+    ) -> RolloutRequest:
+        """This iteration's episodes to play: ``rollout.*`` and the policy's history and screens."""
+        return RolloutRequest(
+            tasks=tasks, n=self.rollout.rollouts_per_task, max_steps=self.rollout.max_steps,
+            sampling=self.rollout.sampling, seed=seed, iteration=iteration,
+            history_turns=self.models.history_turns, env_retries=self.rollout.env_retries,
+            invalid_action=self.rollout.invalid_action, images=self.models.images.policy, env=self.env(),
+            workdir=workdir,
+        )  # fmt: skip
+
 
 class EvalEpisodes(Slice):
     """What the evaluate stage plays (``evaluation.*``; the judge's yardstick is judge_eval's)."""
@@ -491,9 +505,16 @@ class EvaluateInputs(_PlaysEpisodes):
     gui: GuiEval | None
     plugin: PluginSection | None
 
-    def task_file(self) -> str | None:
-        """The held-out task file whose bytes also enter the key."""
-        return _section_file(self.textgame, self.coding, self.gui, "eval_tasks", "eval_problems")
+    def request(
+        self, tasks: tuple[PlayTask, ...], *, seed: int, iteration: int, workdir: Path | None
+    ) -> RolloutRequest:
+        """The held-out episodes to play: ``evaluation.*`` with the rollouts' replays of failed episodes."""
+        return RolloutRequest(
+            tasks=tasks, n=self.evaluation.rollouts_per_task, max_steps=self.evaluation.max_steps,
+            sampling=self.evaluation.sampling, seed=seed, iteration=iteration,
+            history_turns=self.models.history_turns, env_retries=self.rollout.env_retries,
+            images=self.models.images.policy, env=self.env(), workdir=workdir,
+        )  # fmt: skip
 
 
 class JudgeInputs(StageInputs):
@@ -586,16 +607,6 @@ class TrainRewardInputs(StageInputs):
     models: TrainModels
 
 
-def _section_file(textgame: Any, coding: Any, gui: Any, field: str, coding_field: str) -> str | None:
-    if textgame is not None:
-        return str(getattr(textgame, field))
-    if coding is not None:
-        return str(getattr(coding, coding_field))
-    if gui is not None:
-        return str(getattr(gui, field))
-    return None  # a plug-in: its tasks come from its code, keyed by its version
-
-
 # ---- what a rollout plays (the rollout and evaluate stages; the unit a shard carries) ------------
 
 
@@ -603,9 +614,12 @@ def _section_file(textgame: Any, coding: Any, gui: Any, field: str, coding_field
 class RolloutRequest:
     """One batch of episodes to play: tasks, budget, sampling, seed, and the environment to open.
 
-    Built by the rollout stage (training tasks, ``rollout.*``) and the evaluate stage (held-out tasks,
-    ``evaluation.*``), passed through the setting's adapter to :func:`rla_core.envs.rollout.run_rollouts`.
-    ``workdir`` receives side files (GUI screenshots under ``workdir/files``); None keeps none.
+    Built by the rollout stage (:meth:`RolloutInputs.request`: training tasks, ``rollout.*``) and the
+    evaluate stage (:meth:`EvaluateInputs.request`: held-out tasks, ``evaluation.*``), played by
+    :func:`rla_core.dispatch.rollout` in what the setting's adapter opens. ``workdir`` receives side files
+    (GUI screenshots under ``workdir/files``); None keeps none. ``env_retries`` is required: how often an
+    episode whose environment failed is replayed (``rollout.env_retries``; 0 sees every failure), and for
+    coding how often a GT run whose sandbox died runs again.
     """
 
     tasks: tuple[PlayTask, ...]
@@ -615,6 +629,7 @@ class RolloutRequest:
     seed: int
     iteration: int
     history_turns: int
+    env_retries: int
     invalid_action: InvalidAction = InvalidAction.FALLBACK
     # Screens in each policy prompt (``models.images.policy``): 0 text only, k the last k of the episode.
     images: int = 0
@@ -624,9 +639,6 @@ class RolloutRequest:
     episodes: tuple[tuple[str, int], ...] | None = None
     # Where a coding rollout's sandboxed GT executions run (speed only); None: in this process.
     cluster: ClusterConfig | None = None
-    # Replays of an episode whose environment failed (``rollout.env_retries``; the stages pass it): 0 here,
-    # so a caller that plays episodes for another purpose (demonstrations, tests) sees every failure.
-    env_retries: int = 0
 
     def episode_keys(self) -> list[tuple[str, int]]:
         """The episodes this request plays, in canonical order: task order, then rollout id."""
@@ -635,3 +647,23 @@ class RolloutRequest:
         # task[0] is the task id of a PlayTask, and of the plain (task_id, slot_id, pending, spec) tuples
         # callers may pass for one.
         return [(task[0], rollout_id) for task in self.tasks for rollout_id in range(self.n)]
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """The steps to judge and how: the judge and judge_eval stages' work, and what a judge shard carries.
+
+    ``steps``: 'rollouts' rows (or the yardstick's steps) in canonical order; ``m`` judgments per step,
+    ``sampling``, ``seed`` and ``iteration`` as :func:`rla_core.envs.judge.judge_steps` takes them;
+    ``template`` and ``strict`` are the setting's judge prompt and parsing rule; ``screens`` the directory
+    the steps' screenshot references resolve against (``models.images.reward``), None for text only.
+    """
+
+    steps: pl.DataFrame
+    m: int
+    sampling: SamplingConfig
+    seed: int
+    iteration: int
+    template: str | Template
+    strict: bool
+    screens: Path | None = None

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rla_core.settings import task_file
 from rla_core.settings.warm_start import warm_start_models
 from rla_core.stage_inputs import BootstrapInputs, Role, StageName
 from tasks.stage import StageContext, stage
 
 
-@stage(StageName.BOOTSTRAP, inputs=BootstrapInputs, reads_file=lambda i: i.task_file())
+@stage(StageName.BOOTSTRAP, inputs=BootstrapInputs, reads_file=lambda i: task_file(i, held_out=False))
 def bootstrap(ctx: StageContext[BootstrapInputs]) -> dict[str, float]:
     """Write checkpoints 'policy', 'reward' (warm-started) and, when configured, 'environment' (frozen)."""
     out = ctx.scratch()

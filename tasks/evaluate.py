@@ -22,9 +22,9 @@ from rla_core.algo.episodes import check_env_error_share
 from rla_core.algo.metrics import coding_eval_metrics, eval_metrics, eval_rows
 from rla_core.config import Setting
 from rla_core.models.serving import served_name
-from rla_core.settings import adapter_of
+from rla_core.settings import adapter_of, task_file
 from rla_core.settings.coding import CodingSetting, coding_task
-from rla_core.stage_inputs import CodingUnitTests, EvaluateInputs, Role, RolloutRequest, StageName, need
+from rla_core.stage_inputs import CodingUnitTests, EvaluateInputs, Role, StageName, need
 from tasks.stage import StageContext, StageRef, stage, stage_seed
 
 if TYPE_CHECKING:
@@ -58,19 +58,16 @@ def play_checkpoint(
     ``served_as``: the vLLM served name (a stage passes its input's content key + role)."""
     from rla_core.models.generator import GeneratorSpec
 
-    adapter = adapter_of(inputs)
-    images = inputs.models.images.policy
+    adapter = adapter_of(inputs)  # resolved once for the evaluation (a plug-in: loaded here)
     with contextlib.ExitStack() as stack:
         # A policy that sees its screens needs them while it plays; 'eval' records no prompt, so they go.
         workdir = (
-            Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rla-eval-"))) if images else None
+            Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rla-eval-")))
+            if inputs.models.images.policy
+            else None
         )
-        request = RolloutRequest(
-            tasks=tuple(adapter.eval_tasks(inputs, tasks_file)), n=inputs.evaluation.rollouts_per_task,
-            max_steps=inputs.evaluation.max_steps, sampling=inputs.evaluation.sampling, seed=seed,
-            iteration=iteration, history_turns=inputs.models.history_turns, images=images, env=inputs.env(),
-            workdir=workdir, env_retries=inputs.rollout.env_retries,
-        )  # fmt: skip
+        tasks = tuple(adapter.eval_tasks(inputs, tasks_file))
+        request = inputs.request(tasks, seed=seed, iteration=iteration, workdir=workdir)
         generator = GeneratorSpec(
             checkpoint=policy_dir,
             models=inputs.models,
@@ -78,9 +75,7 @@ def play_checkpoint(
             name=served_as,
             threads=inputs.threads,
         )
-        frames = dispatch.rollout(
-            request, setting=inputs.setting, generator=generator, cluster=inputs.cluster
-        )
+        frames = dispatch.rollout(request, adapter=adapter, generator=generator, cluster=inputs.cluster)
     share = inputs.rollout.max_env_error_share
     check_env_error_share(frames["rollouts"], max_share=share, where=f"evaluate, iteration {iteration}")
     return EvalPlay(request.tasks, frames)
@@ -113,7 +108,7 @@ def evaluate_unit_tests(
     return frames, coding_eval_metrics(rollouts, executions, unit_tests)
 
 
-@stage(StageName.EVALUATE, inputs=EvaluateInputs, reads_file=lambda i: i.task_file())
+@stage(StageName.EVALUATE, inputs=EvaluateInputs, reads_file=lambda i: task_file(i, held_out=True))
 def evaluate(
     ctx: StageContext[EvaluateInputs], *, policy: StageRef, reward_model: StageRef | None = None
 ) -> dict[str, float]:

@@ -14,7 +14,7 @@ from rla_core.envs.judge import read_steps_file
 from rla_core.errors import ConfigError
 from rla_core.settings import adapter_of
 from rla_core.settings.base import resolve_data_path
-from rla_core.stage_inputs import JudgeEvalInputs, Role, StageName
+from rla_core.stage_inputs import JudgeEvalInputs, JudgeRequest, Role, StageName
 from tasks.stage import StageContext, StageRef, stage
 
 YARDSTICK_PREFIX = "reward_model/yardstick_"
@@ -31,10 +31,11 @@ def judge_eval(ctx: StageContext[JudgeEvalInputs], *, reward_model: StageRef) ->
     if path is None:
         raise ConfigError("judge_eval runs only with evaluation.judge_steps set (the flow's rule)")
     steps = read_steps_file(resolve_data_path(path), where="evaluation.judge_steps")
-    judgments = dispatch.judge(
-        steps, generator=ctx.generator_spec(reward_model, Role.REWARD, models=cfg.models, threads=cfg.threads),
-        cluster=cfg.cluster, m=cfg.judge.m, sampling=cfg.judge.sampling, seed=ctx.seed, iteration=ctx.iteration,
-        template=adapter.judge_template, strict=adapter.judge_strict, screens=None,
+    request = JudgeRequest(
+        steps, m=cfg.judge.m, sampling=cfg.judge.sampling, seed=ctx.seed, iteration=ctx.iteration,
+        template=adapter.judge_template, strict=adapter.judge_strict,
     )  # fmt: skip
+    generator = ctx.generator_spec(reward_model, Role.REWARD, models=cfg.models, threads=cfg.threads)
+    judgments = dispatch.judge(request, generator=generator, cluster=cfg.cluster)
     ctx.writer.write_frame("judgments", judgments)
     return judge_step_metrics(steps, judgments, prefix=YARDSTICK_PREFIX)

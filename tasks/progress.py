@@ -3,7 +3,8 @@ that ``rla status`` reads from another process (``<run>/progress.json``, local o
 
 The record is a transient display aid, not an artifact: it is replaced (atomically, through the
 store) every few seconds while a stage runs and says which stage of which iteration is running,
-since when, in which process, and the counts of its loops (:mod:`rla_core.progress`).
+since when, in which process, and the counts of its loops (:mod:`rla_core.progress`). A stage that fails
+leaves its error in it (one line), so that ``rla status`` shows the failure rather than a stale stage.
 """
 
 from __future__ import annotations
@@ -26,9 +27,15 @@ PROGRESS_FILE = "progress.json"
 
 
 def progress_payload(
-    run_id: str, iteration: int, stage: str, attempt: int, started_at: str, loops: list[ProgressRecord]
+    run_id: str,
+    iteration: int,
+    stage: str,
+    attempt: int,
+    started_at: str,
+    loops: list[ProgressRecord],
+    error: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON object of ``progress.json``."""
+    """The JSON object of ``progress.json`` (``error``: why the attempt failed, once it did)."""
     return {
         "run_id": run_id,
         "iteration": iteration,
@@ -39,6 +46,7 @@ def progress_payload(
         "started_at": started_at,
         "updated_at": utc_now(),
         "loops": [r.to_dict() for r in loops],
+        **({"error": error} if error is not None else {}),
     }
 
 
@@ -50,8 +58,9 @@ def stage_progress(
     started = utc_now()
     warned: list[str] = []
 
-    def record(loops: list[ProgressRecord]) -> None:
-        data = json.dumps(progress_payload(run.run_id, iteration, stage, attempt, started, loops)).encode()
+    def record(loops: list[ProgressRecord], error: str | None = None) -> None:
+        payload = progress_payload(run.run_id, iteration, stage, attempt, started, loops, error)
+        data = json.dumps(payload).encode()
         try:
             run.store.write_run_file(run.run_id, PROGRESS_FILE, data)
         except ArtifactError as exc:
@@ -63,4 +72,9 @@ def stage_progress(
     reporter = Reporter(f"{stage} iter {iteration}", log=log, tty=sys.stderr.isatty(), record=record)
     record([])
     with reporting(reporter):
-        yield reporter
+        try:
+            yield reporter
+        except BaseException as exc:  # recorded for `rla status`, then raised on unchanged
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            record([], f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+            raise

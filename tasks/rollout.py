@@ -7,8 +7,9 @@ from rla_core.algo.curriculum import tasks_to_play
 from rla_core.algo.episodes import check_env_error_share
 from rla_core.algo.metrics import rollout_metrics
 from rla_core.algo.registry import TaskRegistry
+from rla_core.settings import adapter_of
 from rla_core.settings.base import SIDE_FILES
-from rla_core.stage_inputs import Role, RolloutInputs, RolloutRequest, StageName
+from rla_core.stage_inputs import Role, RolloutInputs, StageName
 from tasks.stage import StageContext, StageRef, stage
 
 
@@ -18,15 +19,10 @@ def rollout(ctx: StageContext[RolloutInputs], *, tasks: StageRef, policy: StageR
     cfg = ctx.inputs
     registry = TaskRegistry.from_events(ctx.read(tasks, "tasks"))
     workdir = ctx.scratch()
-    request = RolloutRequest(
-        tasks=tuple(tasks_to_play(registry, k=cfg.rollout.tasks_per_iter, seed=ctx.seed)),
-        n=cfg.rollout.rollouts_per_task, max_steps=cfg.rollout.max_steps, sampling=cfg.rollout.sampling,
-        seed=ctx.seed, iteration=ctx.iteration, history_turns=cfg.models.history_turns,
-        invalid_action=cfg.rollout.invalid_action, images=cfg.models.images.policy, env=cfg.env(),
-        workdir=workdir, env_retries=cfg.rollout.env_retries,
-    )  # fmt: skip
+    played = tuple(tasks_to_play(registry, k=cfg.rollout.tasks_per_iter, seed=ctx.seed))
+    request = cfg.request(played, seed=ctx.seed, iteration=ctx.iteration, workdir=workdir)
     generator = ctx.generator_spec(policy, Role.POLICY, models=cfg.models, threads=cfg.threads)
-    frames = dispatch.rollout(request, setting=cfg.setting, generator=generator, cluster=cfg.cluster)
+    frames = dispatch.rollout(request, adapter=adapter_of(cfg), generator=generator, cluster=cfg.cluster)
     check_env_error_share(
         frames["rollouts"],
         max_share=cfg.rollout.max_env_error_share,

@@ -29,6 +29,23 @@ from rla_core.errors import EnvErrorShareError
 EPISODE_KEYS: tuple[str, ...] = ("task_id", "rollout_id")
 
 
+class EnvErrorKind(StrEnum):
+    """Which part of our machinery failed in an ``env_error`` episode (``rollouts.error_kind``).
+
+    Raised as :class:`~rla_core.errors.EnvironmentFault` by an episode (``rla_core.envs``); where each engine draws the line
+    between these and the policy's own failures: docs/environment-errors.md.
+    """
+
+    DESKTOP = "desktop"  # the desktop (its VM/container or X server) did not start or died
+    DESKTOP_SERVER = "desktop_server"  # the server inside the desktop stopped answering
+    SETUP = "setup"  # the task's set-up steps failed before the first action
+    BROWSER = "browser"  # the browser or its driver died
+    BROWSER_TIMEOUT = "browser_timeout"  # a browser call exceeded its timeout (the browser was killed)
+    NO_ACTIONS = "no_actions"  # the page or desktop offered no admissible action: it broke
+    SANDBOX = "sandbox"  # the code sandbox died under a program (coding)
+    PLUGIN = "plugin"  # an environment plug-in raised or returned something malformed (docs/environments.md)
+
+
 class WinRule(StrEnum):
     """When a scored episode is won, per kind of score (each engine declares its kind).
 
@@ -119,9 +136,19 @@ def check_env_error_share(frame: pl.DataFrame, *, max_share: float, where: str) 
         f"{r['task_id']}#{r['rollout_id']} {r['error_kind']}: {r['error_message']}"
         for r in failed.head(3).iter_rows(named=True)
     )
+    kinds = set(failed["error_kind"].drop_nulls().to_list()) if "error_kind" in failed.columns else set()
+    culprits = []
+    if EnvErrorKind.PLUGIN in kinds:  # the plug-in's own code raised or returned something malformed
+        culprits.append(
+            "the environment plug-in's code is failing (error_kind plugin: each message names the plug-in, "
+            "the call and the task): fix it, bump its package's version"
+        )
+    if kinds - {EnvErrorKind.PLUGIN} or not kinds:
+        culprits.append("the environment machinery (desktops, browsers, sandbox) is failing: fix it")
+    advice = "; ".join(culprits)
     raise EnvErrorShareError(
         f"{where}: {errors} of {total} episodes ({errors / total:.0%}) still ended in env_error after their "
-        f"retries, above rollout.max_env_error_share={max_share:g}; first errors: {first}. The environment "
-        "machinery (desktops, browsers, sandbox) is failing: fix it and run `rla resume`, which plays this "
-        "stage again (docs/environment-errors.md)"
+        f"retries, above rollout.max_env_error_share={max_share:g}; first errors: {first}. "
+        f"{advice[:1].upper()}{advice[1:]} and run `rla resume`, which plays this stage again "
+        "(docs/environment-errors.md)"
     )

@@ -39,10 +39,11 @@ class RolloutConfig(_Section):
         2,
         ge=0,
         description=(
-            "Replays of an episode whose environment failed (env_error: a desktop, browser or sandbox died), "
-            "on a fresh environment with the same seeds; rollout and evaluate stages, and coding's execute "
-            "stage (a reward-model test run whose sandbox died). It changes which attempts are kept, so it "
-            "is part of their stage keys (docs/environment-errors.md)."
+            "Replays of an episode whose environment failed (env_error: a desktop, browser or sandbox died, "
+            "a plug-in raised), on a fresh environment with the same seeds; rollout and evaluate stages, the "
+            "warm start's demonstrations and random episodes (bootstrap), and coding's GT and execute runs "
+            "(a test run whose sandbox died). It changes which attempts are kept, so it is part of their "
+            "stage keys (docs/environment-errors.md)."
         ),
     )
     max_env_error_share: float = Field(

@@ -35,7 +35,6 @@ from rla_core.config.models import (
     ModelsConfig,
 )
 from rla_core.config.training import TrainingConfig
-from rla_core.errors import ConfigError
 
 
 class RunConfig(_Section):
@@ -92,18 +91,34 @@ class RunConfig(_Section):
         return self
 
     @model_validator(mode="after")
-    def _plugin_is_installed(self) -> Self:
-        """``setting: plugin`` names an installed plug-in whose own model accepts ``plugin.options``."""
-        if self.setting is not Setting.PLUGIN:
-            return self
-        from rla_core.plugins import load_plugin
-
-        if not self.plugin.name:
+    def _plugin_is_named(self) -> Self:
+        """``setting: plugin`` names a plug-in. Whether it is installed and accepts ``plugin.options`` is the
+        plug-in's code to say: the preflight resolves it (``rla config check``, every run's start) and each
+        stage that opens it validates its options again (docs/environments.md)."""
+        if self.setting is Setting.PLUGIN and not self.plugin.name:
             raise ValueError("setting=plugin needs plugin.name: the entry-point name of an installed plug-in")
-        try:
-            load_plugin(self.plugin.name, self.plugin.options)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
+        return self
+
+    @model_validator(mode="after")
+    def _demonstration_knobs_fit_the_setting(self) -> Self:
+        """The warm start's benchmark knobs apply where their demonstrations exist (spec §6 defaults: off)."""
+        models = self.models
+        if models.policy_demo_noise > 0 and self.setting is Setting.CODING:
+            raise ValueError(
+                "models.policy_demo_noise plays noisy-expert episodes of a multi-step game; coding has no "
+                "expert to follow: leave it at 0 for setting=coding"
+            )
+        if models.reward_label_noise > 0 and self.setting is Setting.CODING:
+            raise ValueError(
+                "models.reward_label_noise flips step-judge labels; the coding reward model writes unit "
+                "tests instead: leave it at 0 for setting=coding"
+            )
+        tiny_text_policy = self.setting is Setting.TEXTGAME and models.policy.startswith(TINY_PREFIX)
+        if models.warm_start and models.policy_reading_drills > 0 and not tiny_text_policy:
+            raise ValueError(
+                "models.policy_reading_drills teaches a tiny text-game policy to read its numbered action "
+                f"list; this run has setting={self.setting.value} and policy={models.policy}: set it to 0"
+            )
         return self
 
     @model_validator(mode="after")

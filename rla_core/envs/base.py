@@ -16,25 +16,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
 
-
-class EnvErrorKind(StrEnum):
-    """Which part of our machinery failed in an ``env_error`` episode (``rollouts.error_kind``).
-
-    Raised as :class:`~rla_core.errors.EnvironmentFault` by an episode; where each engine draws the line
-    between these and the policy's own failures: docs/environment-errors.md.
-    """
-
-    DESKTOP = "desktop"  # the desktop (its VM/container or X server) did not start or died
-    DESKTOP_SERVER = "desktop_server"  # the server inside the desktop stopped answering
-    SETUP = "setup"  # the task's set-up steps failed before the first action
-    BROWSER = "browser"  # the browser or its driver died
-    BROWSER_TIMEOUT = "browser_timeout"  # a browser call exceeded its timeout (the browser was killed)
-    NO_ACTIONS = "no_actions"  # the page or desktop offered no admissible action: it broke
-    SANDBOX = "sandbox"  # the code sandbox died under a program (coding)
-    PLUGIN = "plugin"  # an environment plug-in raised or returned something malformed (docs/environments.md)
+from rla_core.algo.episodes import EnvErrorKind as EnvErrorKind  # the kinds an engine's faults carry
 
 
 @dataclass(frozen=True)
@@ -75,6 +59,9 @@ class Environment(Protocol):
     """A family of tasks given by specs; creates episodes and expert demonstrations."""
 
     name: str
+    # How many episodes may be open at once (an OSWorld desktop pool's size: one desktop each); None: any
+    # number. The rollout path plays a request in waves of it.
+    max_open: int | None
 
     def validate_spec(self, spec: dict[str, Any]) -> None:
         """Raise EnvironmentSpecError (what, where, how to fix) when ``spec`` is not a valid task."""

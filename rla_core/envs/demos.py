@@ -7,6 +7,11 @@
   otherwise ``\\boxed{-1}``), the same ground truth as the judge's step accuracy.
 * :func:`corpus_texts`: templates, prompts and responses, for the tiny tokenizer's BPE.
 
+Every episode is played by :func:`play_demo`, which replays one whose environment failed (a browser or
+desktop died, a plug-in raised) up to ``retries`` times (``rollout.env_retries``, as a rollout's) with the
+same choices, and then fails the warm start with a :class:`~rla_core.errors.DemonstrationError` whose
+message names the environment and the task.
+
 Example:
     >>> demos = policy_demos(env, [spec])  # doctest: +SKIP
     >>> demos.columns
@@ -16,9 +21,9 @@ Example:
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from string import Template
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import polars as pl
 
@@ -33,12 +38,15 @@ from rla_core.envs.prompts import (
     replace_action_list,
     template_texts,
 )
-from rla_core.errors import EnvironmentSpecError
+from rla_core.errors import DemonstrationError, EnvironmentFault, EnvironmentSpecError
 from rla_core.schemas import Images, Str
 
 if TYPE_CHECKING:
     from rla_core.envs.base import Environment, Episode
     from rla_core.stage_inputs import BootstrapInputs
+
+# How a demonstration picks its action at each step: (step, admissible actions, episode) -> action, or None to stop.
+Choose: TypeAlias = "Callable[[int, list[str], Episode], str | None]"
 
 # Warm-start rows: a prompt, the screens it shows (null: text only; references to image files) and the answer.
 DEMO_COLUMNS: dict[str, pl.DataType] = {"prompt": Str, "images": Images, "response": Str}
@@ -87,14 +95,35 @@ def play_demo(
     env: Environment,
     spec: dict[str, Any],
     *,
-    choose: Any,
+    chooser: Callable[[], Choose],
     max_steps: int,
     history_turns: int,
+    retries: int = 0,
 ) -> list[DemoStep]:
     """Play one episode; per step its :class:`DemoStep`.
 
-    ``choose(step, actions, episode)`` returns the action to play, or None to stop.
+    ``chooser()`` makes the episode's ``choose(step, actions, episode)``, which returns the action to play,
+    or None to stop; it is made again for a replay, so a replay makes the same choices. An episode whose
+    environment failed (:class:`~rla_core.errors.EnvironmentFault`) is replayed up to ``retries`` times;
+    then :class:`~rla_core.errors.DemonstrationError` names the environment, the task and the last fault.
     """
+    fault: EnvironmentFault | None = None
+    for _attempt in range(retries + 1):
+        try:
+            return _play_once(env, spec, choose=chooser(), max_steps=max_steps, history_turns=history_turns)
+        except EnvironmentFault as failed:
+            fault = failed
+    assert fault is not None
+    raise DemonstrationError(
+        f"{env.name}: the warm start could not play an episode of a seed task ({retries + 1} tries, "
+        f"rollout.env_retries={retries}): {fault.kind}: {fault.message}. Fix the environment (or the task) and "
+        "run `rla resume` (docs/environment-errors.md)"
+    ) from fault
+
+
+def _play_once(
+    env: Environment, spec: dict[str, Any], *, choose: Choose, max_steps: int, history_turns: int
+) -> list[DemoStep]:
     episode = env.open(spec, seed=0)
     steps: list[DemoStep] = []
     history: list[tuple[str, str]] = []
@@ -137,20 +166,33 @@ def play_demo(
     return steps
 
 
+def following(plan: list[str]) -> Callable[[], Choose]:
+    """The chooser of a demonstration that plays ``plan`` (an expert's walkthrough)."""
+
+    def choose(step: int, actions: list[str], _ep: Episode) -> str | None:
+        return plan[step] if step < len(plan) else None
+
+    return lambda: choose
+
+
 def policy_demos(
-    env: Environment, specs: Sequence[dict[str, Any]], *, history_turns: int = 2, images: int = 0
+    env: Environment,
+    specs: Sequence[dict[str, Any]],
+    *,
+    history_turns: int = 2,
+    images: int = 0,
+    retries: int = 0,
 ) -> pl.DataFrame:
     """Policy SFT rows (prompt, images, response) from each task's walkthrough (warm start, docs/architecture.md#cross-module-interfaces
-    Trainer); ``images``: screens per prompt, as :func:`policy_row`."""
+    Trainer); ``images``: screens per prompt, as :func:`policy_row`; ``retries``: as :func:`play_demo`'s."""
     rows: list[dict[str, Any]] = []
     for spec in specs:
         for walkthrough in env.demonstrations(spec, seed=0):
             plan = list(walkthrough)
-
-            def choose(step: int, actions: list[str], _ep: Episode, plan: list[str] = plan) -> str | None:
-                return plan[step] if step < len(plan) else None
-
-            for step in play_demo(env, spec, choose=choose, max_steps=len(plan), history_turns=history_turns):
+            for step in play_demo(
+                env, spec, chooser=following(plan), max_steps=len(plan), history_turns=history_turns,
+                retries=retries,
+            ):  # fmt: skip
                 rows.append(policy_row(step, images=images))
     return pl.DataFrame(rows, schema=DEMO_COLUMNS)
 
@@ -165,6 +207,7 @@ def noisy_policy_demos(
     seed: int = 0,
     history_turns: int = 2,
     images: int = 0,
+    retries: int = 0,
 ) -> pl.DataFrame:
     """Policy SFT rows from a noisy expert (warm start of a weak but well-formed policy, for benchmarks).
 
@@ -185,15 +228,22 @@ def noisy_policy_demos(
     rows: list[dict[str, Any]] = []
     for spec in specs:
         for i in range(episodes):
-            rng = random.Random(derive_seed(seed, sorted(spec.items()), "policy-demo", i))
+            episode_seed = derive_seed(seed, sorted(spec.items()), "policy-demo", i)
 
-            def choose(step: int, actions: list[str], ep: Episode, rng: random.Random = rng) -> str | None:
-                if not actions:
-                    return None
-                good = [a for a in ep.expert_actions() if a in actions]
-                return rng.choice(actions) if rng.random() < noise or not good else rng.choice(good)
+            def chooser(episode_seed: int = episode_seed) -> Choose:
+                rng = random.Random(episode_seed)  # a replay draws the same choices
 
-            for step in play_demo(env, spec, choose=choose, max_steps=max_steps, history_turns=history_turns):
+                def choose(step: int, actions: list[str], ep: Episode) -> str | None:
+                    if not actions:
+                        return None
+                    good = [a for a in ep.expert_actions() if a in actions]
+                    return rng.choice(actions) if rng.random() < noise or not good else rng.choice(good)
+
+                return choose
+
+            for step in play_demo(
+                env, spec, chooser=chooser, max_steps=max_steps, history_turns=history_turns, retries=retries
+            ):
                 rows.append(policy_row(step, images=images))
     return pl.DataFrame(rows, schema=DEMO_COLUMNS)
 
@@ -204,6 +254,7 @@ def policy_warm_start_rows(
     """The policy's warm-start rows as configured: the walkthroughs (:func:`policy_demos`), or with
     ``models.policy_demo_noise > 0`` noisy-expert episodes (:func:`noisy_policy_demos`)."""
     turns = cfg.models.history_turns  # demos show the history the rollouts will show
+    retries = cfg.rollout.env_retries  # a demonstration whose environment failed is replayed
     if cfg.models.policy_demo_noise > 0:
         return noisy_policy_demos(
             env,
@@ -214,8 +265,9 @@ def policy_warm_start_rows(
             seed=seed,
             history_turns=turns,
             images=cfg.models.images.policy,
+            retries=retries,
         )
-    return policy_demos(env, specs, history_turns=turns, images=cfg.models.images.policy)
+    return policy_demos(env, specs, history_turns=turns, images=cfg.models.images.policy, retries=retries)
 
 
 # Reading drills (:func:`reading_drills`): made-up object names from these syllables, in these commands.
@@ -291,9 +343,10 @@ def judge_demos(
     history_turns: int = 2,
     judge_template: str | Template = "judge",
     screens: bool = False,
+    retries: int = 0,
 ) -> pl.DataFrame:
     """Judge SFT rows (prompt, images, response) from expert and random trajectories, labelled by
-    policy_commands.
+    policy_commands; ``retries``: as :func:`play_demo`'s.
 
     ``judge_template`` is the judge prompt the rows are rendered with (``gui_judge`` for GUI tasks);
     ``screens``: each row shows the step's screen and the one after it (:func:`judge_row`).
@@ -311,35 +364,52 @@ def judge_demos(
         plans = env.demonstrations(spec, seed=0)
         trajectories = []
         for plan in plans:
-
-            def expert(step: int, actions: list[str], _ep: Episode, plan: list[str] = plan) -> str | None:
-                return plan[step] if step < len(plan) else None
-
             trajectories.append(
-                play_demo(env, spec, choose=expert, max_steps=len(plan), history_turns=history_turns)
-            )
+                play_demo(
+                    env, spec, chooser=following(plan), max_steps=len(plan), history_turns=history_turns,
+                    retries=retries,
+                )
+            )  # fmt: skip
         for i in range(random_rollouts):
-            rng = random.Random(derive_seed(seed, sorted(spec.items()), i))
-
-            def pick(step: int, actions: list[str], _ep: Episode, rng: random.Random = rng) -> str | None:
-                return rng.choice(actions) if actions else None
-
             trajectories.append(
-                play_demo(env, spec, choose=pick, max_steps=max_steps, history_turns=history_turns)
-            )
+                play_demo(
+                    env, spec, chooser=random_chooser(derive_seed(seed, sorted(spec.items()), i)),
+                    max_steps=max_steps, history_turns=history_turns, retries=retries,
+                )
+            )  # fmt: skip
         for trajectory in trajectories:
             rows.extend(judge_row(step, template=judge_template, screens=screens) for step in trajectory)
     return pl.DataFrame(rows, schema=DEMO_COLUMNS)
 
 
+def random_chooser(seed: int) -> Callable[[], Choose]:
+    """The chooser of a random trajectory: uniformly random admissible actions drawn from ``seed`` (a replay
+    draws the same ones)."""
+
+    def chooser() -> Choose:
+        rng = random.Random(seed)
+
+        def pick(step: int, actions: list[str], _ep: Episode) -> str | None:
+            return rng.choice(actions) if actions else None
+
+        return pick
+
+    return chooser
+
+
 def corpus_texts(
-    env: Environment, specs: Sequence[dict[str, Any]], *, history_turns: int = 2, seed: int = 0
+    env: Environment,
+    specs: Sequence[dict[str, Any]],
+    *,
+    history_turns: int = 2,
+    seed: int = 0,
+    retries: int = 0,
 ) -> list[str]:
     """Texts for the tiny tokenizer's BPE: the shared templates, and the demo prompts and responses."""
     texts = list(template_texts(SHARED_TEMPLATES).values())
     for frame in (
-        policy_demos(env, specs, history_turns=history_turns),
-        judge_demos(env, specs, seed=seed, history_turns=history_turns),
+        policy_demos(env, specs, history_turns=history_turns, retries=retries),
+        judge_demos(env, specs, seed=seed, history_turns=history_turns, retries=retries),
     ):
         texts.extend(frame["prompt"].to_list())
         texts.extend(frame["response"].to_list())

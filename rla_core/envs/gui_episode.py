@@ -3,13 +3,17 @@
 A GUI episode shows the policy numbered candidate actions built from what is on the screen; an action
 that is not one of them is a no-op step that still uses the budget. It keeps each step's screenshot as
 ``<episode id>-<step>.png`` (``observation_ref`` is the latest: what vision-language policies and judges
-see), ends won iff the task's score is > 0 (the reference code's OSWorld rule: partial credit counts),
-answers the judge with the scripted solution's next action while that is one of the candidates, and ends
-as an environment error when our machinery (the browser, the desktop) fails, never as the policy's loss
-(docs/environment-errors.md). :class:`GuiEpisode` holds that bookkeeping; an engine's episode says how
-it acts, observes, scores and fails. :class:`GuiEnvironment` holds what their environments share: the
-screenshot folder, episode names that depend only on the spec and the runner's seed, demonstrations from
-a scripted solution, and replaying a fixed action list.
+see), ends won when the task's score gives any credit (:data:`~rla_core.algo.episodes.WinRule.ANY_CREDIT`,
+the reference code's OSWorld rule: partial credit counts), answers the judge with the scripted solution's
+next action while that is one of the candidates, and ends as an environment error when our machinery (the
+browser, the desktop) fails, never as the policy's loss (docs/environment-errors.md).
+
+By composition, not inheritance: :class:`GuiEpisode` implements ``rla_core.envs.base.Episode`` once, over
+a :class:`GuiScreen` (what the policy sees, the screenshots kept, how the episode ended) and an engine's
+:class:`GuiPlay` (how it acts, observes, scores and fails: a browser tab, a desktop), which records what it
+sees on that same screen. What the GUI environments share are the functions below: the screenshot
+folder, episode names that depend only on the spec and the runner's seed (:func:`episode_name`),
+demonstrations from a scripted solution and replaying a fixed action list (:func:`play_actions`).
 
 Example:
     >>> NOT_LISTED.format(action="click ref=99")
@@ -18,199 +22,214 @@ Example:
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from typing import Any, Protocol
 
+from rla_core.algo.episodes import WinRule, is_won
 from rla_core.envs.base import StepResult
 from rla_core.errors import EnvironmentFault
 
 NOT_LISTED = "'{action}' is not one of the listed actions; nothing happened.\n"
 
 
-class GuiEpisode(ABC):
-    """One GUI episode's state and step bookkeeping (implements ``rla_core.envs.base.Episode``).
+class GuiPlay(Protocol):
+    """An engine's side of one GUI episode (a MiniWoB++ page in a tab, an OSWorld task on a desktop); it
+    records what it sees on the episode's :class:`GuiScreen`."""
 
-    An engine implements :meth:`_act` (play a listed action and observe the screen after it),
-    :meth:`_scripted_next` and :meth:`close`; it records what it sees with :meth:`_show`,
-    :meth:`_keep_screenshot`, :meth:`_end` and :meth:`_end_failed`.
-    """
+    def ready(self) -> None:
+        """Wait until the episode has started (an engine may start it in the background); raise its fault."""
+        ...
 
-    machinery: ClassVar[str]  # what stopped responding in a failed episode's observation ("browser")
+    def playable(self, action: str) -> bool:
+        """Whether ``action`` is played (else it is a no-op step)."""
+        ...
 
-    def __init__(self, spec: dict[str, Any], *, episode_id: str, screenshot_dir: Path | None) -> None:
-        self.spec = spec
-        self.instruction = ""
-        self.history: list[str] = []  # every action played, listed or not
-        self.screenshots: list[str] = []  # PNG paths (artifact references, not stored in Parquet)
-        self.done = False
-        self.won = False
-        self.score: float | None = None  # the task's score once the episode is over
-        self.failure: str | None = None  # why our machinery ended the episode
-        self._episode_id = episode_id
-        self._screenshot_dir = screenshot_dir
-        self._observation = ""
-        self._actions: list[str] = []
-
-    # -- what an engine implements ------------------------------------------------------------
-    @abstractmethod
-    def _act(self, action: str) -> None:
+    def act(self, action: str) -> None:
         """Play the listed ``action`` and observe the screen after it (raise the episode's fault on failure)."""
+        ...
 
-    @abstractmethod
-    def _scripted_next(self) -> str | None:
+    def after_step(self, action: str) -> None:
+        """After every step that did not find the episode over, listed action or not (OSWorld scores here)."""
+        ...
+
+    def scripted_next(self) -> str | None:
         """The scripted solution's next action from the current state, if it has one."""
+        ...
 
-    @abstractmethod
     def close(self) -> None:
         """Release the browser tab or desktop."""
+        ...
 
-    def _wait(self) -> None:  # noqa: B027 (a hook: most engines start at once)
-        """Wait until the episode has started (an engine that starts it in the background); raise its fault."""
 
-    def _playable(self, action: str) -> bool:
-        """Whether ``action`` is played (else it is a no-op step)."""
-        return action in self._actions
+@dataclass
+class GuiScreen:
+    """One GUI episode's state as the policy and the runner see it; the engine records into it.
 
-    def _after_step(self, action: str) -> None:  # noqa: B027 (a hook: MiniWoB pages score themselves)
-        """After every step that did not find the episode over, listed action or not (OSWorld scores here)."""
+    ``machinery`` names what stopped responding in a failed episode's observation ("browser", "desktop").
+    """
 
-    # -- state an engine records --------------------------------------------------------------
-    def _show(self, observation: str, actions: list[str]) -> None:
+    spec: dict[str, Any]
+    episode_id: str
+    screenshot_dir: Path | None
+    machinery: str
+    instruction: str = ""
+    history: list[str] = field(default_factory=list)  # every action played, listed or not
+    screenshots: list[str] = field(default_factory=list)  # PNG paths (artifact references)
+    done: bool = False
+    won: bool = False
+    score: float | None = None  # the task's score once the episode is over
+    failure: str | None = None  # why our machinery ended the episode
+    observation: str = ""
+    actions: list[str] = field(default_factory=list)
+
+    def show(self, observation: str, actions: list[str]) -> None:
         """The current screen as the policy reads it: its observation text and the candidate actions."""
-        self._observation = observation
-        self._actions = actions
+        self.observation = observation
+        self.actions = actions
 
-    def _keep_screenshot(self, write: Callable[[Path], object]) -> None:
+    def keep_screenshot(self, write: Callable[[Path], object]) -> None:
         """With a screenshot folder, ``write`` the current screen there as this step's PNG and keep its path."""
-        if self._screenshot_dir is not None:
-            path = self._screenshot_dir / f"{self._episode_id}-{len(self.history)}.png"
+        if self.screenshot_dir is not None:
+            path = self.screenshot_dir / f"{self.episode_id}-{len(self.history)}.png"
             write(path)
             self.screenshots.append(str(path))
 
-    def _end(self, score: float, observation: str) -> None:
-        """The task is over with ``score``: won iff it is > 0."""
+    def end(self, score: float, observation: str) -> None:
+        """The task is over with ``score``: won when it gives any credit."""
         self.score = score
-        self.done, self.won = True, score > 0
-        self._show(observation, [])
+        self.done, self.won = True, is_won(score, WinRule.ANY_CREDIT)
+        self.show(observation, [])
 
-    def _end_failed(self, reason: str) -> None:
+    def end_failed(self, reason: str) -> None:
         """Our machinery failed: the episode is over, neither won nor lost by the policy."""
         self.failure = reason
         self.done, self.won = True, False
-        self._show(f"The {self.machinery} stopped responding. ({reason})", [])
+        self.show(f"The {self.machinery} stopped responding. ({reason})", [])
 
-    # -- Episode protocol ---------------------------------------------------------------------
+    def listed(self, action: str | None) -> list[str]:
+        """``[action]`` while the episode goes on and ``action`` is one of the candidates, else ``[]``."""
+        return [action] if not self.done and action is not None and action in self.actions else []
+
+
+class GuiEpisode:
+    """One GUI episode (implements ``rla_core.envs.base.Episode``): the bookkeeping of the module docstring
+    over ``screen``, the engine's ``play`` doing the acting."""
+
+    def __init__(self, screen: GuiScreen, play: GuiPlay) -> None:
+        self.screen = screen
+        self.play = play
+
+    @property
+    def instruction(self) -> str:
+        return self.screen.instruction
+
+    @instruction.setter
+    def instruction(self, value: str) -> None:  # the Episode protocol's attributes are settable
+        self.screen.instruction = value
+
     @property
     def observation(self) -> str:
-        self._wait()
-        return self._observation
+        self.play.ready()
+        return self.screen.observation
 
     @observation.setter
-    def observation(self, value: str) -> None:  # the Episode protocol's attribute is settable
-        self._wait()
-        self._observation = value
+    def observation(self, value: str) -> None:
+        self.play.ready()
+        self.screen.observation = value
 
     @property
     def admissible_actions(self) -> list[str]:
-        self._wait()
-        return list(self._actions)
+        self.play.ready()
+        return list(self.screen.actions)
 
     @admissible_actions.setter
     def admissible_actions(self, value: list[str]) -> None:
-        self._wait()
-        self._actions = list(value)
+        self.play.ready()
+        self.screen.actions = list(value)
 
     @property
     def observation_ref(self) -> str | None:
         """The latest screenshot (when screenshots are kept): the current screen, or the one after the last
         action once the episode is over."""
-        self._wait()
-        return self.screenshots[-1] if self.screenshots else None
+        self.play.ready()
+        return self.screen.screenshots[-1] if self.screen.screenshots else None
+
+    # What callers read once the episode is over (a replayed solution: won, why not).
+    @property
+    def done(self) -> bool:
+        return self.screen.done
+
+    @property
+    def won(self) -> bool:
+        return self.screen.won
+
+    @property
+    def score(self) -> float | None:
+        return self.screen.score
+
+    @property
+    def failure(self) -> str | None:
+        return self.screen.failure
+
+    @property
+    def history(self) -> list[str]:
+        return self.screen.history
+
+    @property
+    def screenshots(self) -> list[str]:
+        return self.screen.screenshots
 
     def step(self, action: str) -> StepResult:
         """Play ``action`` when it is one of ``admissible_actions``; any other is a no-op step."""
-        self._wait()
-        if self.done:
-            return StepResult(observation=self._observation, done=True, won=self.won)
-        self.history.append(action)
+        self.play.ready()
+        screen = self.screen
+        if screen.done:
+            return StepResult(observation=screen.observation, done=True, won=screen.won)
+        screen.history.append(action)
         note = ""
-        if self._playable(action):
-            self._act(action)
+        if action in screen.actions and self.play.playable(action):
+            self.play.act(action)
         else:
             note = NOT_LISTED.format(action=action)
-        self._after_step(action)
-        return StepResult(observation=note + self._observation, done=self.done, won=self.won)
+        self.play.after_step(action)
+        return StepResult(observation=note + screen.observation, done=screen.done, won=screen.won)
 
     def expert_actions(self) -> list[str]:
         """The scripted solution's next action while it is one of the candidates (empty when done or none)."""
-        self._wait()
-        if self.done:
-            return []
-        action = self._scripted_next()
-        return [action] if action is not None and action in self._actions else []
+        self.play.ready()
+        return self.screen.listed(None if self.screen.done else self.play.scripted_next())
 
-
-EpisodeT = TypeVar("EpisodeT", bound=GuiEpisode)
-
-
-class GuiEnvironment(ABC, Generic[EpisodeT]):
-    """What the GUI environments share (each implements ``rla_core.envs.base.Environment``)."""
-
-    name: str  # the engine's name (an instance variable for the Environment protocol)
-
-    def __init__(self, *, screenshot_dir: Path | None) -> None:
-        self.screenshot_dir = screenshot_dir
-        if screenshot_dir is not None:
-            screenshot_dir.mkdir(parents=True, exist_ok=True)
-
-    @abstractmethod
-    def validate_spec(self, spec: dict[str, Any]) -> None:
-        """Raise a specific error unless ``spec`` is a task this environment can run."""
-
-    @abstractmethod
-    def _instance(self, spec: dict[str, Any]) -> str:
-        """The task instance a spec plays (the first part of its episodes' names)."""
-
-    @abstractmethod
-    def _start(self, spec: dict[str, Any], *, episode_id: str) -> EpisodeT:
-        """Start an episode of a valid ``spec``."""
-
-    @abstractmethod
-    def scripted_solution(self, spec: dict[str, Any]) -> list[str] | None:
-        """The actions that win ``spec`` from its start (None when there is no winning script)."""
-
-    @abstractmethod
     def close(self) -> None:
-        """Release the browsers or desktops this environment holds."""
+        self.play.close()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def screenshot_folder(path: Path | None) -> Path | None:
+    """``path``, created when given: where an environment's episodes keep their screenshots."""
+    if path is not None:
+        path.mkdir(parents=True, exist_ok=True)
+    return path
 
-    def open(self, spec: dict[str, Any], *, seed: int) -> EpisodeT:
-        """Start an episode. ``seed`` (the runner's per-episode seed) only names its screenshots, so that their
-        names do not depend on which other episodes this environment opened (a Ray shard opens only its own)."""
-        self.validate_spec(spec)
-        return self._start(spec, episode_id=f"{self._instance(spec)}-{seed:016x}")
 
-    def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
-        """The scripted solution (none when there is no winning one); the instance is fixed by the spec."""
-        del seed
-        solution = self.scripted_solution(spec)
-        return [solution] if solution is not None else []
+def episode_name(instance: str, seed: int) -> str:
+    """An episode's name (its screenshots' prefix): the task instance a spec plays and the runner's seed, so
+    that it does not depend on which other episodes the environment opened (a Ray shard opens only its own)."""
+    return f"{instance}-{seed:016x}"
 
-    def play(self, spec: dict[str, Any], actions: Sequence[str]) -> EpisodeT:
-        """Open ``spec`` and play ``actions`` until done (the caller closes the episode); a failure of our
-        machinery stops the replay (``episode.failure`` says why)."""
-        episode = self.open(spec, seed=0)
-        for action in actions:
-            try:
-                if episode.step(action).done:
-                    break
-            except EnvironmentFault:
+
+def scripted_demonstrations(solution: list[str] | None) -> list[list[str]]:
+    """The demonstrations of a task with a scripted solution (none without a winning one)."""
+    return [solution] if solution is not None else []
+
+
+def play_actions(episode: GuiEpisode, actions: Sequence[str]) -> GuiEpisode:
+    """Play ``actions`` on an opened ``episode`` until done (the caller closes it); a failure of our
+    machinery stops the replay (``episode.failure`` says why)."""
+    for action in actions:
+        try:
+            if episode.step(action).done:
                 break
-        return episode
+        except EnvironmentFault:
+            break
+    return episode

@@ -1,16 +1,25 @@
 """An environment plug-in (:mod:`rla_core.plugins`) as an :class:`~rla_core.envs.base.Environment`, and its rewrites.
 
-:class:`PluginEnvironment` checks everything a plug-in hands back before the loop uses it, and names the
-plug-in in every error (docs/environments.md):
+:class:`GuardedPlugin` is the one path every call into a plug-in takes: it checks everything the plug-in
+hands back before the loop uses it, and names the plug-in and the task in every error
+(docs/environments.md):
 
+- its construction (``cls(options)``) and its declared :class:`~rla_core.plugins.RewriteSpace`: an
+  exception or no space is a :class:`~rla_core.errors.ConfigError` naming the plug-in;
 - its tasks: :class:`~rla_core.plugins.Task` values, ids non-empty strings unique within a split, specs
   JSON objects inside the rewrite space — else :class:`~rla_core.errors.EnvironmentSpecError` (the stage
   fails before anything is written);
-- an exception in ``reset``, ``step``, ``score`` or ``expert_actions``, or a malformed observation or score,
-  is an :class:`~rla_core.errors.EnvironmentFault` of kind ``plugin``: that episode ends ``env_error``
-  (replayed, never the policy's loss; docs/environment-errors.md);
+- an exception in ``instruction``, ``reset``, ``step``, ``score`` or ``expert_actions``, or a malformed
+  observation or score, is an :class:`~rla_core.errors.EnvironmentFault` of kind ``plugin``: that episode
+  ends ``env_error`` (replayed, never the policy's loss; docs/environment-errors.md), in a rollout and in
+  the warm start alike (:func:`rla_core.envs.demos.play_demo`);
+- an exception in ``demonstration`` (or one that is not a list of actions) is an
+  :class:`~rla_core.errors.EnvironmentSpecError` naming the task: a task that cannot be demonstrated;
 - a rewrite outside the declared :class:`~rla_core.plugins.RewriteSpace` is an invalid proposal with the
-  reason (:func:`check_variant`), as is one the plug-in's own ``check_variant`` rejects.
+  reason (:func:`check_variant`), as is one the plug-in's own ``check_variant`` rejects (or raises in);
+- ``close`` is called once, when the instance is released (:meth:`GuardedPlugin.close`).
+
+A task is named by its id once the instance listed it (``tasks``), else by its spec.
 """
 
 from __future__ import annotations
@@ -25,8 +34,8 @@ from rla_core.algo.adaptation import Goal, VariantSpace
 from rla_core.algo.episodes import WinRule, is_won
 from rla_core.envs.base import EnvErrorKind, StepResult, canonical_spec
 from rla_core.envs.rewriter import Candidate, RewriteRequest, distinct_moves, parse_candidate
-from rla_core.errors import EnvironmentFault, EnvironmentSpecError
-from rla_core.plugins import EnvironmentPlugin, InstalledPlugin, Observation, Split, Task
+from rla_core.errors import ConfigError, EnvironmentFault, EnvironmentSpecError
+from rla_core.plugins import EnvironmentPlugin, InstalledPlugin, Observation, RewriteSpace, Split, Task
 
 T = TypeVar("T")
 
@@ -38,8 +47,11 @@ def _one_line(exc: BaseException) -> str:
 class PluginEpisode:
     """One episode of a plug-in: an :class:`~rla_core.envs.base.Episode` over its state."""
 
-    def __init__(self, env: PluginEnvironment, instruction: str, state: Any, first: Observation) -> None:
+    def __init__(
+        self, env: GuardedPlugin, spec: dict[str, Any], instruction: str, state: Any, first: Observation
+    ) -> None:
         self.env = env
+        self.spec = spec
         self.instruction = instruction
         self.state = state
         self.done = False
@@ -55,57 +67,90 @@ class PluginEpisode:
         return self.current.image
 
     def step(self, action: str) -> StepResult:
-        state, obs = self.env.call("step", lambda: self.env.plugin.step(self.state, action))
+        state, obs = self.env.call("step", self.spec, lambda: self.env.plugin.step(self.state, action))
         self.state = state
-        self._show(self.env.observation(obs, "step"))
+        self._show(self.env.observation(obs, "step", self.spec))
         if not self.current.done:
             return StepResult(self.current.text, done=False, won=False)
         self.done = True
-        won = is_won(self.env.score(self.state), WinRule.FULL_SCORE)
+        won = is_won(self.env.score(self.state, self.spec), WinRule.FULL_SCORE)
         return StepResult(self.current.text, done=True, won=won)
 
     def expert_actions(self) -> list[str]:
         if self.done:
             return []
-        found = self.env.call("expert_actions", lambda: self.env.plugin.expert_actions(self.state))
+        found = self.env.call("expert_actions", self.spec, lambda: self.env.plugin.expert_actions(self.state))
         if found is None:
             return []
         if isinstance(found, str) or not all(isinstance(a, str) for a in found):
-            raise self.env.fault(f"expert_actions returned {found!r}, not a list of action strings")
+            raise self.env.fault(
+                f"expert_actions returned {found!r}, not a list of action strings", self.spec
+            )
         return list(found)
 
     def close(self) -> None:
-        """Episodes are values: nothing to release."""
+        """Episodes are values: nothing to release (the instance is released by :meth:`GuardedPlugin.close`)."""
 
 
 @dataclass
-class PluginEnvironment:
-    """An installed plug-in, opened with its options, as the loop's environment (module docstring)."""
+class GuardedPlugin:
+    """An instance of an installed plug-in, opened with its validated options, as the loop's environment:
+    the one guarded path into it (module docstring). Close it when done (:meth:`close`)."""
 
     installed: InstalledPlugin
     plugin: EnvironmentPlugin = field(init=False)
     name: str = field(init=False)
+    max_open: int | None = field(init=False, default=None)  # episodes are values: any number at once
+    _task_ids: dict[str, str] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.plugin = self.installed.open()
         self.name = self.installed.name
+        try:
+            self.plugin = self.installed.open()
+        except ConfigError:
+            raise
+        except Exception as exc:  # the plug-in's own constructor failed, whatever it raised: name it
+            raise ConfigError(f"plug-in {self.name!r} raised in __init__(options): {_one_line(exc)}") from exc
+        if not isinstance(getattr(self.plugin, "rewrite_space", None), RewriteSpace):
+            raise ConfigError(
+                f"plug-in {self.name!r} ({self.installed.cls.__module__}.{self.installed.cls.__qualname__}) "
+                "declares no rewrite_space (a RewriteSpace, on the class or set in __init__)"
+            )
 
-    def fault(self, message: str) -> EnvironmentFault:
-        return EnvironmentFault(EnvErrorKind.PLUGIN, f"plug-in {self.name!r} {message}")
+    def close(self) -> None:
+        """The plug-in's own ``close``; what it raises names the plug-in."""
+        try:
+            self.plugin.close()
+        except Exception as exc:  # the plug-in's own failure, whatever it is: the stage fails naming it
+            raise EnvironmentSpecError(f"plug-in {self.name!r} raised in close: {_one_line(exc)}") from exc
 
-    def call(self, what: str, fn: Callable[[], T]) -> T:
-        """``fn()``, a plug-in method; any exception it raises becomes a fault naming the plug-in and ``what``."""
+    def task_name(self, spec: dict[str, Any]) -> str:
+        """``task 'line-0'`` for a task this instance listed, else the task by its spec."""
+        key = canonical_spec(spec) if isinstance(spec, dict) else repr(spec)
+        task_id = self._task_ids.get(key)
+        return f"task {task_id!r}" if task_id is not None else f"task {key}"
+
+    def fault(self, message: str, spec: dict[str, Any]) -> EnvironmentFault:
+        return EnvironmentFault(
+            EnvErrorKind.PLUGIN, f"plug-in {self.name!r} {message} ({self.task_name(spec)})"
+        )
+
+    def call(self, what: str, spec: dict[str, Any], fn: Callable[[], T]) -> T:
+        """``fn()``, a plug-in method called for task ``spec``; any exception it raises becomes a fault
+        naming the plug-in, ``what`` and the task."""
         try:
             return fn()
         except EnvironmentFault:
             raise
         except Exception as exc:  # the plug-in's own failure, whatever it is: env_error, never a loss
-            raise self.fault(f"raised in {what}: {_one_line(exc)}") from exc
+            raise self.fault(f"raised in {what}: {_one_line(exc)}", spec) from exc
 
-    def observation(self, value: Any, what: str) -> Observation:
+    def observation(self, value: Any, what: str, spec: dict[str, Any]) -> Observation:
         """``value`` checked as an observation from ``what``; a fault says what is wrong with it."""
         if not isinstance(value, Observation):
-            raise self.fault(f"returned a malformed observation from {what}: {value!r} is not an Observation")
+            raise self.fault(
+                f"returned a malformed observation from {what}: {value!r} is not an Observation", spec
+            )
         problem = None
         if not isinstance(value.text, str):
             problem = f"text is {type(value.text).__name__}, not str"
@@ -118,13 +163,13 @@ class PluginEnvironment:
         elif value.image is not None and not isinstance(value.image, str):
             problem = f"image is {value.image!r}, not a path or None"
         if problem is not None:
-            raise self.fault(f"returned a malformed observation from {what}: {problem}")
+            raise self.fault(f"returned a malformed observation from {what}: {problem}", spec)
         return value
 
-    def score(self, state: Any) -> float:
-        value = self.call("score", lambda: self.plugin.score(state))
+    def score(self, state: Any, spec: dict[str, Any]) -> float:
+        value = self.call("score", spec, lambda: self.plugin.score(state))
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
-            raise self.fault(f"score returned {value!r}; a score is a number in [0, 1] (1 = won)")
+            raise self.fault(f"score returned {value!r}; a score is a number in [0, 1] (1 = won)", spec)
         return float(value)
 
     # ---- the Environment protocol ------------------------------------------------------------------
@@ -139,25 +184,32 @@ class PluginEnvironment:
             )
 
     def open(self, spec: dict[str, Any], *, seed: int) -> PluginEpisode:
-        instruction = self.call("instruction", lambda: self.plugin.instruction(spec))
+        instruction = self.call("instruction", spec, lambda: self.plugin.instruction(spec))
         if not isinstance(instruction, str):
-            raise self.fault(f"instruction returned {instruction!r}, not a string")
-        state, obs = self.call("reset", lambda: self.plugin.reset(spec, seed=seed))
-        first = self.observation(obs, "reset")
+            raise self.fault(f"instruction returned {instruction!r}, not a string", spec)
+        state, obs = self.call("reset", spec, lambda: self.plugin.reset(spec, seed=seed))
+        first = self.observation(obs, "reset", spec)
         if first.done:
             raise self.fault(
-                "returned a malformed observation from reset: the episode is done before any step"
+                "returned a malformed observation from reset: the episode is done before any step", spec
             )
-        return PluginEpisode(self, instruction, state, first)
+        return PluginEpisode(self, spec, instruction, state, first)
 
     def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
-        del seed  # a plug-in's demonstration is a function of the task
-        demo = self.plugin.demonstration(spec)
+        """The plug-in's demonstration of ``spec`` (a function of the task: ``seed`` is unused); one that
+        raises or is not a list of actions is an EnvironmentSpecError naming the task."""
+        del seed
+        try:
+            demo = self.plugin.demonstration(spec)
+        except Exception as exc:  # the plug-in's own failure, whatever it is: the task cannot be demonstrated
+            raise EnvironmentSpecError(
+                f"plug-in {self.name!r} raised in demonstration ({self.task_name(spec)}): {_one_line(exc)}"
+            ) from exc
         if demo is None:
             return []
         if isinstance(demo, str) or not all(isinstance(a, str) for a in demo):
             raise EnvironmentSpecError(
-                f"plug-in {self.name!r}: demonstration of {canonical_spec(spec)} is {demo!r}, not a list of actions"
+                f"plug-in {self.name!r}: demonstration of {self.task_name(spec)} is {demo!r}, not a list of actions"
             )
         return [list(demo)]
 
@@ -169,7 +221,19 @@ class PluginEnvironment:
             return f"plug-in {self.name!r} raised in check_variant: {_one_line(exc)}"
         return verdict if verdict is None else f"plug-in {self.name!r}: {verdict}"
 
-    # ---- tasks -------------------------------------------------------------------------------------
+    # ---- tasks, texts ------------------------------------------------------------------------------
+
+    def corpus(self) -> list[str]:
+        """The plug-in's extra tokenizer texts (a failure names the plug-in)."""
+        try:
+            texts = list(self.plugin.corpus())
+        except Exception as exc:  # the plug-in's own failure, whatever it is: the warm start fails naming it
+            raise EnvironmentSpecError(f"plug-in {self.name!r} raised in corpus: {_one_line(exc)}") from exc
+        if not all(isinstance(t, str) for t in texts):
+            raise EnvironmentSpecError(
+                f"plug-in {self.name!r}: corpus returned {texts!r}, not a list of strings"
+            )
+        return texts
 
     def tasks(self, split: Split) -> list[Task]:
         """The plug-in's tasks of ``split``, checked (module docstring)."""
@@ -194,6 +258,7 @@ class PluginEnvironment:
                 )
             seen.add(task.task_id)
             self.validate_spec(task.spec)
+        self._task_ids.update({canonical_spec(t.spec): t.task_id for t in found})
         return found
 
     def task(self, split: Split, task_id: str) -> Task:
@@ -209,7 +274,7 @@ class PluginEnvironment:
 # ---- rewrites --------------------------------------------------------------------------------------
 
 
-def variant_space(env: PluginEnvironment) -> VariantSpace:
+def variant_space(env: GuardedPlugin) -> VariantSpace:
     """The plug-in's declared :class:`~rla_core.plugins.RewriteSpace` as the space of the one rewrite rule."""
     space = env.plugin.rewrite_space
     return VariantSpace(
@@ -218,7 +283,7 @@ def variant_space(env: PluginEnvironment) -> VariantSpace:
     )  # fmt: skip
 
 
-def check_variant(env: PluginEnvironment, spec: dict[str, Any], request: RewriteRequest) -> str | None:
+def check_variant(env: GuardedPlugin, spec: dict[str, Any], request: RewriteRequest) -> str | None:
     """Why a candidate rewrite is not a valid variant of its task, or None (then the plug-in's own check runs).
 
     The one rewrite rule (:func:`rla_core.algo.adaptation.variant_problem`) over the plug-in's space: in
@@ -233,7 +298,7 @@ def check_variant(env: PluginEnvironment, spec: dict[str, Any], request: Rewrite
 class PluginRewriter:
     """The plug-in's own moves (:meth:`~rla_core.plugins.EnvironmentPlugin.variants`) as candidates."""
 
-    env: PluginEnvironment
+    env: GuardedPlugin
 
     def propose(self, request: RewriteRequest, *, k: int, seed: int) -> list[Candidate]:
         del seed  # the plug-in's moves are a function of the task and the goal
@@ -256,7 +321,7 @@ class PluginPrompts:
     """The environment model rewrites a plug-in's task from the plug-in's own rewrite prompt (the prompts
     and parsing of a :class:`~rla_core.envs.rewriter.ModelRewriter`)."""
 
-    def __init__(self, env: PluginEnvironment) -> None:
+    def __init__(self, env: GuardedPlugin) -> None:
         self.env = env
 
     def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:

@@ -13,7 +13,8 @@ no admissible action because it broke) the episode ends with status ``env_error`
 error kind and a one-line message; the other episodes go on. :func:`play_rollouts` replays such episodes
 on a fresh environment with the same seeds, up to ``request.env_retries`` times, and keeps the failed
 attempts in the 'env_errors' frame (docs/environment-errors.md). Any other exception is a bug of ours
-and fails the stage.
+and fails the stage. :func:`rla_core.dispatch.play_episodes` is the one caller of :func:`play_rollouts`
+in the loop (in :func:`waves` when the environment holds few episodes at once).
 
 Seeds: episode ``(task_id, rollout_id)`` samples turn ``step`` with
 ``derive_seed(seed, task_id, rollout_id, step)``, passed per prompt as ``generate(..., seeds=...)``;
@@ -30,7 +31,8 @@ same seed (docs/architecture.md#determinism-scope).
 
 Example:
     >>> request = RolloutRequest(tasks=(PlayTask("t0", "s0", False, spec),), n=4, max_steps=8,
-    ...                          sampling=SamplingConfig(), seed=1, iteration=1, history_turns=2)
+    ...                          sampling=SamplingConfig(), seed=1, iteration=1, history_turns=2,
+    ...                          env_retries=1)
     >>> frame = run_rollouts(request, env=env, generator=gen)  # doctest: +SKIP
 """
 
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -195,19 +197,24 @@ def run_rollouts(
 
 
 def play_rollouts(
-    request: RolloutRequest, play: Callable[[RolloutRequest], pl.DataFrame]
+    request: RolloutRequest, *, env: Environment, generator: Generator
 ) -> dict[str, pl.DataFrame]:
-    """``play(request)`` (a 'rollouts' frame), then replay its ``env_error`` episodes up to ``request.env_retries`` times.
+    """:func:`run_rollouts` of ``request`` on ``env``, then its ``env_error`` episodes replayed up to
+    ``request.env_retries`` times.
 
-    Each replay plays only the failed episodes (``request.episodes``), with the same seeds, on the
-    environment ``play`` opens or holds (a fresh browser tab or desktop: the failed one was killed or
-    reset); its rows replace the failed ones and carry ``attempt`` = the replay's number. Returns the
-    frames ``rollouts`` (every episode once, canonical order, the last attempt's rows) and, when an
-    attempt failed, ``env_errors`` (one row per failed attempt, the final ones included).
+    Each replay plays only the failed episodes (``request.episodes``), with the same seeds, on ``env``
+    (a fresh browser tab or desktop: the failed one was killed or reset); its rows replace the failed ones
+    and carry ``attempt`` = the replay's number. Returns the frames ``rollouts`` (every episode once,
+    canonical order, the last attempt's rows) and, when an attempt failed, ``env_errors`` (one row per
+    failed attempt, the final ones included).
 
     Example: episode ("t", 1) fails once and wins on its replay → ``rollouts`` holds its replay's rows
     (status won, attempt 1) and ``env_errors`` one row (attempt 0).
     """
+
+    def play(part: RolloutRequest) -> pl.DataFrame:
+        return run_rollouts(part, env=env, generator=generator)
+
     frame = play(request)
     failures = [_attempts(frame)]
     for attempt in range(1, request.env_retries + 1):
@@ -230,6 +237,18 @@ def play_rollouts(
 
 
 _KEY_SCHEMA = {"task_id": pl.String, "rollout_id": pl.Int64}
+
+
+def waves(keys: Sequence[tuple[str, int]], size: int) -> Iterator[tuple[tuple[str, int], ...]]:
+    """Consecutive chunks of at most ``size`` episode keys (canonical order kept): an environment that holds
+    at most ``size`` open episodes (``Environment.max_open``: one desktop per episode) plays a wave at a time.
+
+    Example:
+        >>> [len(w) for w in waves([("t", i) for i in range(5)], 2)]
+        [2, 2, 1]
+    """
+    for start in range(0, len(keys), max(1, size)):
+        yield tuple(keys[start : start + size])
 
 
 def _failed_keys(frame: pl.DataFrame) -> list[tuple[str, int]]:

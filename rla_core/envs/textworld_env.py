@@ -196,6 +196,7 @@ class TextWorldEnv:
     """TextWorld games from generation-parameter specs (implements :class:`rla_core.envs.base.Environment`)."""
 
     name = "textworld"
+    max_open: int | None = None  # any number of episodes at once
 
     def __init__(self, cache_dir: Path, *, limits: TextLimits = TEXTWORLD_LIMITS) -> None:
         self.cache_dir = Path(cache_dir)

@@ -307,7 +307,7 @@ def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
     return text[: min(hits)], True
 
 
-class TransformersGenerator(ChatPrompts):
+class TransformersGenerator:
     """Batched Hugging Face generation (left padding, micro-batches of ``batch_size`` sequences).
 
     Prompts are expanded ``n`` times and generated in micro-batches; a stopping criterion ends a sequence
@@ -354,8 +354,8 @@ class TransformersGenerator(ChatPrompts):
         if self._tokenizer.pad_token_id is None:
             # Real checkpoints often ship without a pad token; EOS is the usual stand-in.
             self._tokenizer.pad_token = self._tokenizer.eos_token
-        self._chat = chat_formatter(self._tokenizer) if chat_template else None
-        self._chat_on = chat_template
+        chat = chat_formatter(self._tokenizer) if chat_template else None
+        self.format_prompt = ChatPrompts(chat, chat_template, self._vision_processor).format
         self._vision: VisionProcessor | None = None
         if is_vision_language(self.model_dir):
             self._vision = VisionProcessor.from_pretrained(self.model_dir, tokenizer=self._tokenizer)
@@ -582,7 +582,7 @@ class _StopCriterion:
         return [None if n < 0 else int(n) for n in self._finished_at.tolist()]
 
 
-class VllmServerGenerator(ChatPrompts):
+class VllmServerGenerator:
     """Generation through an OpenAI-compatible vLLM server (``/v1/completions``), requests in parallel.
 
     The constructor checks ``/models``: the server must serve ``model`` (else :class:`ModelError` naming
@@ -621,20 +621,20 @@ class VllmServerGenerator(ChatPrompts):
             timeout=httpx.Timeout(_REQUEST_TIMEOUT_S, connect=_CONNECT_TIMEOUT_S),
             limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight),
         )
-        self._chat: Callable[[str], str] | None = None
-        self._chat_on = tokenizer_dir is not None
+        chat: Callable[[str], str] | None = None
         self._vision: VisionProcessor | None = None
         try:
             check_served(self.base_url, model, served_models(self.base_url))
             if tokenizer_dir is not None:
                 from transformers import AutoTokenizer
 
-                self._chat = chat_formatter(AutoTokenizer.from_pretrained(tokenizer_dir))
+                chat = chat_formatter(AutoTokenizer.from_pretrained(tokenizer_dir))
             if vision_dir is not None:
                 self._vision = VisionProcessor.from_pretrained(vision_dir)
         except BaseException:
             self.close()
             raise
+        self.format_prompt = ChatPrompts(chat, tokenizer_dir is not None, self._vision_processor).format
 
     def _http(self) -> httpx.Client:
         if self._client is None:

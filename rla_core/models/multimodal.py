@@ -36,7 +36,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,27 +120,25 @@ def format_prompt_with(
     return chat(prompt) if chat is not None else prompt
 
 
-class ChatPrompts(ABC):
-    """``format_prompt``, written once for every generator: a subclass sets ``_chat`` (the chat formatter,
-    None when it is off or the tokenizer has none) and ``_chat_on``, and says in :meth:`_vision_processor`
-    how it gets a vision processor for an image prompt (or why it cannot)."""
+@dataclass(frozen=True)
+class ChatPrompts:
+    """``format_prompt``, written once for every generator, which holds one (composition, not a base
+    class): ``chat`` is the chat formatter (None when it is off or the tokenizer has none), ``chat_on``
+    whether image prompts get the markup, and ``vision`` how the generator gets a vision processor for an
+    image prompt (or why it cannot). A generator exposes :meth:`format` as its ``format_prompt``."""
 
-    _chat: Callable[[str], str] | None
-    _chat_on: bool
-
-    @abstractmethod
-    def _vision_processor(self) -> VisionProcessor: ...
+    chat: Callable[[str], str] | None
+    chat_on: bool
+    vision: Callable[[], VisionProcessor]
 
     @overload
-    def format_prompt(self, prompt: str) -> str: ...
+    def format(self, prompt: str) -> str: ...
     @overload
-    def format_prompt(self, prompt: ImagePrompt) -> ImagePrompt: ...
-    def format_prompt(self, prompt: Prompt) -> Prompt:
+    def format(self, prompt: ImagePrompt) -> ImagePrompt: ...
+    def format(self, prompt: Prompt) -> Prompt:
         """``prompt`` as one user turn in the tokenizer's chat markup (chat_template on and available);
         an :class:`ImagePrompt` also gets its image slots (a text-only checkpoint: :class:`ModelError`)."""
-        return format_prompt_with(
-            prompt, chat=self._chat, chat_on=self._chat_on, vision=self._vision_processor
-        )
+        return format_prompt_with(prompt, chat=self.chat, chat_on=self.chat_on, vision=self.vision)
 
 
 def is_vision_language(model_dir: Path) -> bool:

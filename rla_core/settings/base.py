@@ -4,31 +4,41 @@ The adapters (one per setting and engine, registered in :mod:`rla_core.settings`
 environment, model and algorithm modules of rla_core. They do I/O (environments, sandbox, generation)
 but hold no reward or acceptance rules — those are in ``rla_core.algo`` (outcomes and pass ratios of
 programs: ``coding_rewards.score_programs``; task accuracy, the same rule in every setting:
-``labels.task_accuracy``; the step-judged labels of text games and GUI tasks: :func:`judged_labels`).
+``labels.task_accuracy``; the step-judged labels of text games and GUI tasks: :func:`judged_labels`;
+the rewrite rule: ``adaptation.variant_problem``).
+
+An adapter says only what differs between settings (:class:`SettingAdapter`): how to open its
+environment (:class:`EpisodeSetting`) or sample its rollouts in one call (:class:`OneCallSetting`), where
+its task files are (:class:`TaskFiles`), what the preflight checks on this machine, and its tasks, warm
+start, labels and rewrites. Playing a request's episodes — replays of failed ones, waves, side files,
+shards — is written once, in :mod:`rla_core.dispatch`.
 """
 
 from __future__ import annotations
 
 import hashlib
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import polars as pl
 
-from rla_core.config import JudgeSource, RunConfig
+from rla_core.config import JudgeSource, RunConfig, Setting
 from rla_core.errors import ConfigError, EnvironmentSpecError
 from rla_core.store.jsonl import jsonl_lines
 
 if TYPE_CHECKING:
     from rla_core.algo.curriculum import PlayTask, RewriteTarget
     from rla_core.config import SamplingConfig
+    from rla_core.envs.base import Environment
     from rla_core.envs.rewriter import RewriteRequest
     from rla_core.models.generator import Generator
     from rla_core.stage_inputs import (
         AdaptInputs,
         BootstrapInputs,
+        EnvSection,
         EvaluateInputs,
         LabelInputs,
         RolloutRequest,
@@ -106,20 +116,71 @@ class ProposalRequest:
     iteration: int
 
 
-class SettingAdapter(Protocol):
-    """The per-setting operations the stages call; each receives its stage's typed slice (or request)."""
+@dataclass(frozen=True)
+class TaskFiles:
+    """Where a setting's task files are configured: the fields of its section holding the training and the
+    held-out task file (``coding.problems`` / ``coding.eval_problems``)."""
 
-    env_name: str
+    section: str
+    train: str
+    held_out: str
+
+    def keys(self) -> tuple[str, str]:
+        """The dotted config keys, training first: ``("gui.tasks", "gui.eval_tasks")``."""
+        return f"{self.section}.{self.train}", f"{self.section}.{self.held_out}"
+
+    def of(self, inputs: object, *, held_out: bool) -> str:
+        """The task file a stage's slice names (its section of this setting)."""
+        section = getattr(inputs, self.section)
+        return str(getattr(section, self.held_out if held_out else self.train))
+
+
+class SettingAdapter(Protocol):
+    """What differs between settings, as the stages, the preflight and :mod:`rla_core.dispatch` ask it;
+    each method receives its stage's typed slice (or request). How its rollouts are played is one of
+    :class:`EpisodeSetting` or :class:`OneCallSetting`."""
+
+    @property
+    def setting(self) -> Setting:
+        """The setting this adapter plays (a Ray shard resolves its own adapter from it)."""
+        ...
+
+    @property
+    def env_name(self) -> str:
+        """The engine's name (a plug-in's entry-point name): the registry's ``env`` of its seed tasks."""
+        ...
 
     @property
     def judge_template(self) -> str | Template:
         """The step judge's prompt: a template name (rla_core/envs/templates) or a plug-in's own template."""
         ...
 
-    judge_strict: bool  # OSWorld's strict score parsing instead of AlfWorld's tolerant one (spec §5)
-    # The rollout samples every episode in one generate call (coding's programs): on a cluster its
-    # prompts shard, not its episodes.
-    one_generation_call: bool
+    @property
+    def judge_strict(self) -> bool:
+        """OSWorld's strict score parsing instead of AlfWorld's tolerant one (spec §5)."""
+        ...
+
+    @property
+    def task_files(self) -> TaskFiles | None:
+        """Where the task files are configured; None when the tasks come from code (a plug-in's)."""
+        ...
+
+    def prerequisites(self) -> list[str]:
+        """What this machine lacks to play the setting (a browser, the desktop programs), one line each;
+        the preflight reports them under the setting's engine key."""
+        ...
+
+    def check_task_file(self, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
+        """The preflight's look at the training (``SeedTasksInputs``) or held-out (``EvaluateInputs``) task
+        file: it loads as that stage loads it (raising what the stage would raise), and the warnings say
+        what this machine will leave out (OSWorld tasks that cannot run here)."""
+        ...
+
+    def check_seed_tasks(self, inputs: BootstrapInputs) -> list[str]:
+        """The preflight's look at the seed tasks themselves, one line per problem: a plug-in's tasks come
+        from its code, so each is demonstrated once and checked by the plug-in; [] where the task files were
+        checked by loading them."""
+        ...
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]: ...
 
@@ -127,10 +188,6 @@ class SettingAdapter(Protocol):
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
         """Demonstrations and corpus; ``workdir`` holds their side files (screenshots) until the SFT ends."""
-        ...
-
-    def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
-        """Play the request's episodes; frames by artifact name (side files under ``request.workdir/files``)."""
         ...
 
     def labels(
@@ -145,6 +202,45 @@ class SettingAdapter(Protocol):
     ) -> pl.DataFrame:
         """Rewrite candidates for every target, valid or not with the reason (artifact 'proposals')."""
         ...
+
+
+@runtime_checkable
+class EpisodeSetting(SettingAdapter, Protocol):
+    """A setting whose rollouts are episodes played in its environment (text games, GUI tasks, plug-ins):
+    :func:`rla_core.dispatch.play_episodes` plays a request's episodes in what :meth:`open_env` opens."""
+
+    def open_env(
+        self, section: EnvSection, *, max_steps: int, screenshot_dir: Path | None = None
+    ) -> AbstractContextManager[Environment]:
+        """The environment of a request's ``section`` (``request.env``), released when the block ends;
+        ``max_steps`` is the episodes' step budget, ``screenshot_dir`` where GUI screens are kept."""
+        ...
+
+
+@runtime_checkable
+class OneCallSetting(SettingAdapter, Protocol):
+    """A setting whose rollout samples every episode in one generate call (coding's programs): on a
+    cluster its prompts shard, not its episodes."""
+
+    def sample_rollouts(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
+        """The request's rollout frames (and whatever the setting runs with them: coding's GT executions)."""
+        ...
+
+
+def load_task_file(adapter: SettingAdapter, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
+    """:meth:`SettingAdapter.check_task_file` of a setting whose stages' loaders check every task: load
+    the file with them; no warnings (an empty file is an error)."""
+    from rla_core.stage_inputs import EvaluateInputs
+
+    held_out = isinstance(inputs, EvaluateInputs)
+    tasks = (
+        adapter.eval_tasks(inputs, None) if isinstance(inputs, EvaluateInputs) else adapter.seed_tasks(inputs)
+    )
+    if not tasks:
+        files = adapter.task_files
+        path = files.of(inputs, held_out=held_out) if files is not None else "its task source"
+        raise EnvironmentSpecError(f"'{path}' lists no tasks")
+    return []
 
 
 # A stage's side files (``writer.put_dir(workdir / SIDE_FILES, SIDE_FILES)``), which GUI artifacts reference

@@ -26,7 +26,13 @@ from rla_core.algo.episodes import played
 from rla_core.config import ClusterConfig, EvalGrader, ProblemFormat, Setting
 from rla_core.errors import EnvironmentSpecError
 from rla_core.schemas import empty_frame, get_schema
-from rla_core.settings.base import ProposalRequest, WarmStartData, resolve_data_path
+from rla_core.settings.base import (
+    ProposalRequest,
+    TaskFiles,
+    WarmStartData,
+    load_task_file,
+    resolve_data_path,
+)
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
@@ -112,7 +118,18 @@ class CodingSetting:
     judge_template = "judge"
     judge_strict = False
     env_name = "coding"
-    one_generation_call = True  # every problem's programs in one generate call (see rollout)
+    setting = Setting.CODING
+    task_files = TaskFiles("coding", "problems", "eval_problems")
+
+    def prerequisites(self) -> list[str]:
+        """Nothing the preflight checks: the sandbox checks its host when the first stage sets it up."""
+        return []
+
+    def check_task_file(self, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
+        return load_task_file(self, inputs)
+
+    def check_seed_tasks(self, inputs: BootstrapInputs) -> list[str]:
+        return []  # loading the problem file checked every problem
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         problems = need(inputs.coding, Setting.CODING).problems
@@ -155,7 +172,8 @@ class CodingSetting:
         ]
         return WarmStartData(corpus=list(corpus), policy_rows=policy, reward_rows=reward)
 
-    def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
+    def sample_rollouts(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
+        """Every problem's programs in one generate call, then their GT runs in the sandbox."""
         from rla_core.coding.benchmarks import assemble_program
         from rla_core.coding.execute import gt_tests_frame, run_tests
         from rla_core.coding.prompts import task_policy_prompt

@@ -5,13 +5,14 @@ OSWorld tasks on local desktops are the other GUI engine, registered as its own 
 
 Episodes reuse the text-game runner and judge: the observation is a compact list of the page's
 interactive elements and the admissible actions are concrete clicks and typings built from the DOM.
-Every method opens its own browser pool and always closes it.
+Every method (and :mod:`rla_core.dispatch`, playing a rollout in :meth:`MiniWobSetting.open_env`) opens its
+own browser pool and always closes it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,20 +22,20 @@ from rla_core.algo.curriculum import PlayTask
 from rla_core.config import Setting
 from rla_core.settings.base import (
     ProposalRequest,
+    TaskFiles,
     WarmStartData,
     demo_screens,
     judged_labels,
-    relative_refs,
+    load_task_file,
     resolve_data_path,
     rewrite_requests,
-    screenshot_dir,
 )
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
+    EnvSection,
     EvaluateInputs,
     GuiEnv,
-    RolloutRequest,
     SeedTasksInputs,
     expect_section,
     need,
@@ -56,7 +57,8 @@ class MiniWobSetting:
     judge_template = "gui_judge"
     judge_strict = True
     env_name = "miniwob"
-    one_generation_call = False
+    setting = Setting.GUI
+    task_files = TaskFiles("gui", "tasks", "eval_tasks")
 
     @contextmanager
     def env(self, section: GuiEnv, *, screenshot_dir: Path | None = None) -> Iterator[MiniWobEnv]:
@@ -67,10 +69,34 @@ class MiniWobSetting:
         with MiniWobEnv(browsers=browsers, screenshot_dir=screenshot_dir) as env:
             yield env
 
+    def open_env(
+        self, section: EnvSection, *, max_steps: int, screenshot_dir: Path | None = None
+    ) -> AbstractContextManager[MiniWobEnv]:
+        """A fresh browser pool, closed when the block ends (a replay opens a new tab; the pool starts a
+        new browser in place of one it killed); the runner's step budget cuts the episodes."""
+        return self.env(expect_section(section, GuiEnv), screenshot_dir=screenshot_dir)
+
+    def prerequisites(self) -> list[str]:
+        """Chromium and chromedriver."""
+        from rla_core.envs.browser import find_browser
+        from rla_core.errors import RlaError
+
+        try:
+            find_browser()
+        except RlaError as exc:
+            return [str(exc).strip().splitlines()[0]]
+        return []
+
     def _specs(self, path: str | Path) -> list[dict[str, Any]]:
         from rla_core.envs.miniwob.tasks import available_tasks, default_html_dir, load_specs
 
         return load_specs(resolve_data_path(path), known_tasks=available_tasks(default_html_dir()))
+
+    def check_task_file(self, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
+        return load_task_file(self, inputs)
+
+    def check_seed_tasks(self, inputs: BootstrapInputs) -> list[str]:
+        return []  # loading the task file checked every spec
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         path = need(inputs.gui, Setting.GUI).tasks
@@ -87,27 +113,15 @@ class MiniWobSetting:
         specs = self._specs(section.tasks)
         with self.env(section, screenshot_dir=demo_screens(inputs, workdir)) as env:
             turns = inputs.models.history_turns  # demos show the history the rollouts will show
+            retries = inputs.rollout.env_retries  # a demonstration whose browser failed is replayed
             return WarmStartData(
-                corpus=corpus_texts(env, specs, seed=seed, history_turns=turns),
+                corpus=corpus_texts(env, specs, seed=seed, history_turns=turns, retries=retries),
                 policy_rows=policy_warm_start_rows(inputs, env, specs, seed=seed),
                 reward_rows=judge_demos(
                     env, specs, seed=seed, history_turns=turns, judge_template=self.judge_template,
-                    screens=inputs.models.images.reward,
+                    screens=inputs.models.images.reward, retries=retries,
                 ),
             )  # fmt: skip
-
-    def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
-        """Play the tasks in a fresh browser pool; with ``request.workdir`` and ``gui.screenshots``, each
-        step's screenshot is kept under ``workdir/files/screenshots`` and referenced relative to ``workdir``."""
-        from rla_core.envs.rollout import play_rollouts, run_rollouts
-
-        section = expect_section(request.env, GuiEnv)
-        workdir = request.workdir
-        shots = screenshot_dir(request)
-        with self.env(section, screenshot_dir=shots) as env:
-            # A replay opens a new tab; the pool starts a new browser in place of one it killed.
-            frames = play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=generator))
-        return {**frames, "rollouts": relative_refs(frames["rollouts"], workdir)}
 
     labels = staticmethod(judged_labels)  # step-judged labels, the same rule in every such setting
 

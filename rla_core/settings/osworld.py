@@ -19,12 +19,10 @@ step-wise OSWorld-style judge, the text-game labels, evaluation on the held-out 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import random
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,21 +33,20 @@ from rla_core.config import RewriterKind, Setting
 from rla_core.errors import ConfigError, EnvironmentSpecError
 from rla_core.settings.base import (
     ProposalRequest,
+    TaskFiles,
     WarmStartData,
     demo_screens,
     judged_labels,
-    relative_refs,
     resolve_data_path,
     rewrite_requests,
-    screenshot_dir,
 )
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
+    EnvSection,
     EvaluateInputs,
     GuiEnv,
     OsworldCache,
-    RolloutRequest,
     SeedTasksInputs,
     expect_section,
     need,
@@ -63,24 +60,32 @@ log = logging.getLogger(__name__)
 RANDOM_DEMO_STEPS = 3  # steps of the one random trajectory per task that gives the judge its negative rows
 
 
-def load_available(path: str | Path, section: OsworldCache | None, *, what: str) -> list[dict[str, Any]]:
-    """The runnable tasks of a task file; each unavailable one is logged with its reasons and left out."""
+def split_available(
+    path: str | Path, section: OsworldCache | None
+) -> tuple[list[dict[str, Any]], list[tuple[str, list[str]]]]:
+    """The tasks of a task file that can run here, and (task key, reasons) of those that cannot (files not
+    in ``gui.osworld.cache_dir``, root, network, missing programs)."""
     from rla_core.envs.osworld.tasks import load_tasks, task_key, unavailable
 
     cache = Path(need(section, Setting.GUI).cache_dir)
-    tasks = load_tasks(resolve_data_path(path))
-    runnable = []
-    for task in tasks:
+    runnable, blocked = [], []
+    for task in load_tasks(resolve_data_path(path)):
         reasons = unavailable(task, cache)
         if reasons:
-            log.warning(
-                "OSWorld %s task %s is unavailable here: %s", what, task_key(task), "; ".join(reasons)
-            )
+            blocked.append((task_key(task), reasons))
         else:
             runnable.append(task)
+    return runnable, blocked
+
+
+def load_available(path: str | Path, section: OsworldCache | None, *, what: str) -> list[dict[str, Any]]:
+    """The runnable tasks of a task file; each unavailable one is logged with its reasons and left out."""
+    runnable, blocked = split_available(path, section)
+    for key, reasons in blocked:
+        log.warning("OSWorld %s task %s is unavailable here: %s", what, key, "; ".join(reasons))
     if not runnable:
         raise EnvironmentSpecError(
-            f"none of the {len(tasks)} OSWorld {what} tasks of '{path}' can run here (see the warnings: "
+            f"none of the {len(blocked)} OSWorld {what} tasks of '{path}' can run here (see the warnings: "
             "fill the file cache with python -m rla_core.envs.osworld.cache fill, docs/osworld.md)"
         )
     return runnable
@@ -92,7 +97,8 @@ class OsworldSetting:
     judge_template = "gui_judge"
     judge_strict = True
     env_name = "osworld"
-    one_generation_call = False
+    setting = Setting.GUI
+    task_files = TaskFiles("gui", "tasks", "eval_tasks")
 
     @staticmethod
     def opener(
@@ -120,6 +126,43 @@ class OsworldSetting:
         with self.opener(section, max_steps=max_steps, screenshot_dir=screenshot_dir)() as env:
             yield env
 
+    def open_env(
+        self, section: EnvSection, *, max_steps: int, screenshot_dir: Path | None = None
+    ) -> AbstractContextManager[OsworldEnv]:
+        """A pool of desktops, stopped when the block ends; at most its size of episodes are open at once
+        (``max_open``: the rollout is played in waves of it). ``max_steps`` is given to the environment so
+        that the last step is scored."""
+        return self.env(expect_section(section, GuiEnv), max_steps=max_steps, screenshot_dir=screenshot_dir)
+
+    def prerequisites(self) -> list[str]:
+        """The desktop programs and, as root, the sandbox user."""
+        from rla_core.envs.desktop.desktop import missing_prerequisites
+
+        return missing_prerequisites()
+
+    def check_task_file(self, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
+        """The task list loads (every listed example present and valid); tasks that cannot run here are a
+        warning: the stages leave them out and log why."""
+        cache: OsworldCache | None
+        if isinstance(inputs, EvaluateInputs):
+            held_out = need(inputs.gui, Setting.GUI)
+            path, cache = held_out.eval_tasks, held_out.osworld
+        else:
+            train = need(inputs.gui, Setting.GUI)
+            path, cache = train.tasks, train.osworld
+        runnable, blocked = split_available(path, cache)
+        if not blocked:
+            return []
+        first, reasons = blocked[0]
+        return [
+            f"{len(blocked)} of the {len(runnable) + len(blocked)} OSWorld tasks of '{resolve_data_path(path)}' "
+            f"cannot run here and will be left out (first: {first}: {reasons[0]}); fill the file cache with "
+            "`python -m rla_core.envs.osworld.cache fill` (docs/osworld.md)"
+        ]
+
+    def check_seed_tasks(self, inputs: BootstrapInputs) -> list[str]:
+        return []  # loading the task list checked every task
+
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         from rla_core.envs.osworld.tasks import task_key
 
@@ -136,7 +179,15 @@ class OsworldSetting:
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
         from rla_core.algo.seeds import derive_seed
-        from rla_core.envs.demos import DEMO_COLUMNS, DemoStep, judge_row, play_demo, policy_row
+        from rla_core.envs.demos import (
+            DEMO_COLUMNS,
+            DemoStep,
+            following,
+            judge_row,
+            play_demo,
+            policy_row,
+            random_chooser,
+        )
         from rla_core.envs.osworld.rewriter import rewrite_demos
         from rla_core.envs.osworld.tasks import task_key
         from rla_core.envs.prompts import template_texts
@@ -144,6 +195,7 @@ class OsworldSetting:
         section = need(inputs.gui, Setting.GUI)
         specs = [spec for _slot, _env, spec in self.seed_tasks(inputs.seed_sources())]
         turns = inputs.models.history_turns
+        retries = inputs.rollout.env_retries  # a demonstration whose desktop failed is replayed
 
         with self.env(
             section, max_steps=inputs.rollout.max_steps, screenshot_dir=demo_screens(inputs, workdir)
@@ -153,24 +205,16 @@ class OsworldSetting:
                 spec = specs[i]
                 out = []
                 for plan in env.demonstrations(spec, seed=0):
-
-                    def expert(step: int, actions: list[str], _ep: Any, plan: list[str] = plan) -> str | None:
-                        return plan[step] if step < len(plan) else None
-
-                    out.append(
-                        (play_demo(env, spec, choose=expert, max_steps=len(plan), history_turns=turns), True)
-                    )
-                rng = random.Random(derive_seed(seed, task_key(spec), "random-demo"))
-
-                def pick(step: int, actions: list[str], _ep: Any) -> str | None:
-                    return rng.choice(actions) if actions else None
-
-                out.append(
-                    (
-                        play_demo(env, spec, choose=pick, max_steps=RANDOM_DEMO_STEPS, history_turns=turns),
-                        False,
-                    )
+                    steps = play_demo(
+                        env, spec, chooser=following(plan), max_steps=len(plan), history_turns=turns,
+                        retries=retries,
+                    )  # fmt: skip
+                    out.append((steps, True))
+                pick = random_chooser(derive_seed(seed, task_key(spec), "random-demo"))
+                steps = play_demo(
+                    env, spec, chooser=pick, max_steps=RANDOM_DEMO_STEPS, history_turns=turns, retries=retries
                 )
+                out.append((steps, False))
                 return out
 
             with ThreadPoolExecutor(max_workers=env.pool.size) as ex:
@@ -195,26 +239,6 @@ class OsworldSetting:
             *(t for rows in texts for c in ("prompt", "response") for t in rows[c]),
         ]
         return WarmStartData(corpus=corpus, policy_rows=policy, reward_rows=judge, environment_rows=rewrites)
-
-    def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
-        """Play the request's episodes in waves of the desktop pool's size; with ``request.workdir`` and
-        ``gui.screenshots``, each step's screenshot is kept under ``workdir/files/screenshots``."""
-        from rla_core.envs.osworld.env import waves
-        from rla_core.envs.rollout import play_rollouts, run_rollouts
-
-        section = expect_section(request.env, GuiEnv)
-        workdir = request.workdir
-        shots = screenshot_dir(request)
-        frames: dict[str, list[pl.DataFrame]] = {}
-        with self.env(section, max_steps=request.max_steps, screenshot_dir=shots) as env:
-            for wave in waves(request.episode_keys(), env.pool.size):
-                part = dataclasses.replace(request, episodes=wave)
-                # A failed episode's desktop was reset (or replaced) when it closed: its replay starts clean.
-                played = play_rollouts(part, lambda r: run_rollouts(r, env=env, generator=generator))
-                for name, frame in played.items():
-                    frames.setdefault(name, []).append(frame)
-        out = {name: pl.concat(parts, how="vertical") for name, parts in frames.items()}
-        return {**out, "rollouts": relative_refs(out["rollouts"], workdir)}
 
     labels = staticmethod(judged_labels)  # step-judged labels, the same rule in every such setting
 

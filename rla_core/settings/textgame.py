@@ -10,7 +10,8 @@ the parametric extension).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -22,16 +23,18 @@ from rla_core.config import RewriterKind, Setting
 from rla_core.errors import EnvironmentSpecError
 from rla_core.settings.base import (
     ProposalRequest,
+    TaskFiles,
     WarmStartData,
     judged_labels,
+    load_task_file,
     numbered_jsonl,
     rewrite_requests,
 )
 from rla_core.stage_inputs import (
     AdaptInputs,
     BootstrapInputs,
+    EnvSection,
     EvaluateInputs,
-    RolloutRequest,
     SeedTasksInputs,
     TextGameEnv,
     expect_section,
@@ -86,21 +89,12 @@ def _warm_start(env: TextWorldEnv | AlfworldEnv, inputs: BootstrapInputs, *, see
 
     specs = [spec for _slot, _env, spec in _seed_tasks(env, inputs.seed_sources())]
     turns = inputs.models.history_turns  # demos show the history the rollouts will show
+    retries = inputs.rollout.env_retries  # a demonstration whose environment failed is replayed
     return WarmStartData(
-        corpus=corpus_texts(env, specs, seed=seed, history_turns=turns),
+        corpus=corpus_texts(env, specs, seed=seed, history_turns=turns, retries=retries),
         policy_rows=policy_warm_start_rows(inputs, env, specs, seed=seed),
-        reward_rows=judge_demos(env, specs, seed=seed, history_turns=turns),
+        reward_rows=judge_demos(env, specs, seed=seed, history_turns=turns, retries=retries),
     )
-
-
-def _rollout(
-    env: TextWorldEnv | AlfworldEnv, request: RolloutRequest, generator: Generator
-) -> dict[str, pl.DataFrame]:
-    from rla_core.envs.rollout import play_rollouts, run_rollouts
-
-    # Text observations: no side files. In-process engines raise only on our bugs (the stage fails); an
-    # episode of a broken game that offers no action is the one env_error they can record.
-    return play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=generator))
 
 
 def _env_model(inputs: AdaptInputs, env_model: Generator | None) -> Generator | None:
@@ -109,6 +103,7 @@ def _env_model(inputs: AdaptInputs, env_model: Generator | None) -> Generator | 
 
 
 E = TypeVar("E", bound="TextWorldEnv | AlfworldEnv")
+TEXTGAME_FILES = TaskFiles("textgame", "tasks", "eval_tasks")
 
 
 @dataclass
@@ -121,14 +116,34 @@ class TextGameSetting(Generic[E]):
     """
 
     env_name: str
-    open_env: Callable[[TextGameEnv], E]
+    make_env: Callable[[TextGameEnv], E]
     rewrite: Callable[[AdaptInputs, ProposalRequest, list[RewriteRequest], Generator | None, E], pl.DataFrame]
     judge_template: str = "judge"
     judge_strict: bool = False
-    one_generation_call: bool = False
+    setting: Setting = Setting.TEXTGAME
+    task_files: TaskFiles = TEXTGAME_FILES
 
     def env(self, section: TextGameEnv) -> E:
-        return self.open_env(section)
+        return self.make_env(section)
+
+    @contextmanager
+    def open_env(
+        self, section: EnvSection, *, max_steps: int, screenshot_dir: Path | None = None
+    ) -> Iterator[E]:
+        """The engine's games (text observations: no side files, nothing to release). In-process engines
+        raise only on our bugs (the stage fails); an episode of a broken game that offers no action is the
+        one env_error they can record."""
+        yield self.env(expect_section(section, TextGameEnv))
+
+    def prerequisites(self) -> list[str]:
+        """Nothing beyond the Python packages: the games are compiled and played in process."""
+        return []
+
+    def check_task_file(self, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
+        return load_task_file(self, inputs)
+
+    def check_seed_tasks(self, inputs: BootstrapInputs) -> list[str]:
+        return []  # loading the task file checked every spec
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         return _seed_tasks(self.env(need(inputs.textgame, Setting.TEXTGAME)), inputs)
@@ -138,9 +153,6 @@ class TextGameSetting(Generic[E]):
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
         return _warm_start(self.env(need(inputs.textgame, Setting.TEXTGAME)), inputs, seed=seed)
-
-    def rollout(self, request: RolloutRequest, *, generator: Generator) -> dict[str, pl.DataFrame]:
-        return _rollout(self.env(expect_section(request.env, TextGameEnv)), request, generator)
 
     labels = staticmethod(judged_labels)  # step-judged labels, the same rule in every such setting
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from rla_core.config import TINY_PREFIX, Setting, hash_jsonable
+from rla_core.config import hash_jsonable
 from rla_core.errors import ConfigError
 from rla_core.settings import adapter_of
 from rla_core.settings.base import file_digest
@@ -54,11 +54,6 @@ def warm_start_models(cfg: BootstrapInputs, *, out_dir: Path, seed: int) -> Warm
 
     if cfg.models.warm_start_seed is not None:
         seed = cfg.models.warm_start_seed
-    if cfg.models.policy_demo_noise > 0 and cfg.setting is Setting.CODING:
-        raise ConfigError(
-            "models.policy_demo_noise plays noisy-expert episodes of a multi-step game; coding has no "
-            "expert to follow: leave it at 0 for setting=coding"
-        )
     with tempfile.TemporaryDirectory(prefix="rla-demos-") as demo_files:  # the demonstrations' screenshots
         return _warm_start(cfg, out_dir=out_dir, seed=seed, demo_files=Path(demo_files))
 
@@ -69,12 +64,7 @@ def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: P
 
     data = adapter_of(cfg).warm_start(cfg, seed=seed, workdir=demo_files)
     reward_rows = data.reward_rows
-    if cfg.models.reward_label_noise > 0:
-        if cfg.setting is Setting.CODING:
-            raise ConfigError(
-                "models.reward_label_noise flips step-judge labels; the coding reward model writes unit "
-                "tests instead: leave it at 0 for setting=coding"
-            )
+    if cfg.models.reward_label_noise > 0:  # a step judge's rows (the config refuses it for coding)
         reward_rows = flip_judge_labels(reward_rows, share=cfg.models.reward_label_noise, seed=seed)
     cache = Path(cfg.models.cache_dir)
     metrics: dict[str, float] = {}
@@ -165,16 +155,12 @@ def _read_first(
     """Train the tiny policy ``base`` on ``models.policy_reading_drills`` reading drills (one pass).
 
     The drills are built from the demonstrations' prompts (:func:`rla_core.envs.demos.reading_drills`);
-    the result is cached like a warm start and returned as the base of the demonstration SFT.
+    the result is cached like a warm start and returned as the base of the demonstration SFT (the config
+    allows them for a tiny text-game policy only).
     """
     from rla_core.envs.demos import reading_drills
     from rla_core.models.sft import sft
 
-    if cfg.setting is not Setting.TEXTGAME or not cfg.models.policy.startswith(TINY_PREFIX):
-        raise ConfigError(
-            "models.policy_reading_drills teaches a tiny text-game policy to read its numbered action "
-            f"list; this run has setting={cfg.setting.value} and policy={cfg.models.policy}: set it to 0"
-        )
     prompts = sorted(set(demo_rows["prompt"].to_list()))
     drills = reading_drills(prompts, n=cfg.models.policy_reading_drills, seed=seed)
     lr = cfg.models.policy_reading_lr

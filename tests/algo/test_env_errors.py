@@ -100,3 +100,17 @@ def test_the_share_bound_names_the_counts_and_the_first_errors() -> None:
     two = _with_env_error(one, "a", 1)
     with pytest.raises(EnvErrorShareError, match=r"2 of 5 episodes \(40%\).*a#1 desktop: X server died"):
         check_env_error_share(two, max_share=0.2, where="rollout")
+
+
+def test_the_share_bound_blames_the_plugin_when_its_code_failed() -> None:
+    frame = rollouts({"a": [(1.0, 1), (-1.0, 1)]})
+    broken = frame.with_columns(
+        status=pl.lit("env_error"),
+        outcome=pl.lit(None, dtype=pl.Float64),
+        error_kind=pl.lit("plugin"),
+        error_message=pl.lit("plug-in 'x' raised in step: RuntimeError: boom (task 'a')"),
+    )
+    with pytest.raises(EnvErrorShareError) as raised:
+        check_env_error_share(broken, max_share=0.2, where="rollout")
+    assert "The environment plug-in's code is failing" in str(raised.value)
+    assert "desktops, browsers, sandbox" not in str(raised.value)

@@ -69,7 +69,7 @@ def main() -> None:
     spec = GeneratorSpec(checkpoint=model, models=rollout.models, role="policy", name=None, threads=1)
     request = RolloutRequest(
         tasks=tasks, n=rollout.rollout.rollouts_per_task, max_steps=1, sampling=rollout.rollout.sampling,
-        seed=11, iteration=1, history_turns=0, env=rollout.env(),
+        seed=11, iteration=1, history_turns=0, env=rollout.env(), env_retries=0,
     )  # fmt: skip
     targets = [
         RewriteTarget(t.task_id, t.task_id, goal, 0.5, t.spec, t.spec)
@@ -81,7 +81,7 @@ def main() -> None:
     )
     for name, cluster in CONFIGS.items():
         start = time.perf_counter()
-        frames = dispatch.rollout(request, setting=Setting.CODING, generator=spec, cluster=cluster)
+        frames = dispatch.rollout(request, adapter=setting, generator=spec, cluster=cluster)
         with stage_generator(spec, cluster) as gen:
             assert isinstance(gen, ShardedGenerator) == (cluster.backend is ClusterBackend.RAY)
             frames["unit_tests"] = setting.write_tests(

@@ -24,7 +24,14 @@ def test_split_even_cuts_contiguous_slices_whose_sizes_differ_by_at_most_one() -
 def test_episode_shards_cover_every_episode_once_in_canonical_order() -> None:
     tasks = tuple(PlayTask(f"t{i}", f"s{i}", False, {}) for i in range(3))
     request = RolloutRequest(
-        tasks=tasks, n=2, max_steps=4, sampling=SamplingConfig(), seed=1, iteration=1, history_turns=2
+        tasks=tasks,
+        n=2,
+        max_steps=4,
+        sampling=SamplingConfig(),
+        seed=1,
+        iteration=1,
+        history_turns=2,
+        env_retries=0,
     )
     shards = episode_shards(request, 4)
     assert [s.episodes for s in shards] == [

@@ -48,6 +48,7 @@ def _two_step_rollout(env: TextWorldEnv) -> pl.DataFrame:
             seed=0,
             iteration=1,
             history_turns=2,
+            env_retries=0,
         ),
         env=env,
         generator=gen,

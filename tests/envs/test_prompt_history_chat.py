@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig, load_config
+from rla_core.dispatch import play_episodes
 from rla_core.envs.rollout import run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.models.generator import TransformersGenerator
@@ -29,9 +30,9 @@ def _prompts(game_cache: Path, history_turns: int) -> list[str]:
     inputs = RolloutInputs.from_config(cfg)
     request = RolloutRequest(
         tasks=(PlayTask("t", "s", False, TWO_STEP),), n=1, max_steps=3, sampling=SamplingConfig(), seed=0,
-        iteration=1, history_turns=inputs.models.history_turns, env=inputs.env(),
+        iteration=1, history_turns=inputs.models.history_turns, env=inputs.env(), env_retries=0,
     )  # fmt: skip
-    frames = TEXTWORLD.rollout(request, generator=RecordedGenerator(["no box"] * 3))
+    frames = play_episodes(TEXTWORLD, request, generator=RecordedGenerator(["no box"] * 3))
     return list(frames["rollouts"]["prompt"])
 
 
@@ -60,7 +61,7 @@ def test_chat_markup_applied_and_recorded(env: TextWorldEnv, tiny_policy_dir: Pa
         assert plain.format_prompt("go north") == "go north"  # no template: unchanged
         assert off.format_prompt("go north") == "go north"  # switched off: unchanged
         assert on.format_prompt("go north") == "<|user|>go north\n<|assistant|>"
-        frame = run_rollouts(RolloutRequest(tasks=[PlayTask("t", "s", False, TWO_STEP)], n=1, max_steps=1, sampling=SamplingConfig(max_new_tokens=4), seed=0, iteration=1, history_turns=2), env=env, generator=on)  # fmt: skip
+        frame = run_rollouts(RolloutRequest(tasks=[PlayTask("t", "s", False, TWO_STEP)], n=1, max_steps=1, sampling=SamplingConfig(max_new_tokens=4), seed=0, iteration=1, history_turns=2, env_retries=0), env=env, generator=on)  # fmt: skip
         prompt = frame["prompt"][0]
         # The recorded prompt is the marked-up text the model saw (the trainer reads it as is).
         assert prompt.startswith("<|user|>") and prompt.endswith("\n<|assistant|>")
@@ -91,7 +92,7 @@ def test_judge_and_coding_prompts_are_marked_up_and_recorded_as_seen(env: TextWo
     from rla_core.envs.judge import judge_steps
     from rla_core.settings.coding import CodingSetting, coding_task
 
-    rollouts = run_rollouts(RolloutRequest(tasks=[PlayTask("t", "s", False, TWO_STEP)], n=1, max_steps=2, sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2), env=env, generator=RecordedGenerator(["no box"] * 2))  # fmt: skip
+    rollouts = run_rollouts(RolloutRequest(tasks=[PlayTask("t", "s", False, TWO_STEP)], n=1, max_steps=2, sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2, env_retries=0), env=env, generator=RecordedGenerator(["no box"] * 2))  # fmt: skip
     judge = _MarkupRecorded([r"\boxed{1}"] * 4)
     judgments = judge_steps(rollouts, generator=judge, m=2, sampling=SamplingConfig(), seed=0, iteration=1)
     assert judgments["prompt"].unique(maintain_order=True).to_list() == judge.seen  # recorded as seen
@@ -110,8 +111,9 @@ def test_judge_and_coding_prompts_are_marked_up_and_recorded_as_seen(env: TextWo
         iteration=1,
         history_turns=0,
         env=RolloutInputs.from_config(cfg).env(),
+        env_retries=0,
     )
-    frames = CodingSetting().rollout(request, generator=policy)
+    frames = CodingSetting().sample_rollouts(request, generator=policy)
     assert frames["rollouts"]["prompt"].unique().to_list() == policy.seen
     tester = _MarkupRecorded(["<input>1 2</input><output>3</output>"] * 2)
     section = WriteTestsInputs.from_config(cfg).coding

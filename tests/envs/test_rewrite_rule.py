@@ -23,7 +23,7 @@ from rla_core.envs.miniwob.rewriter import check_gui_candidate
 from rla_core.envs.miniwob.tasks import available_tasks, default_html_dir
 from rla_core.envs.osworld.rewriter import check_osworld_candidate
 from rla_core.envs.osworld.tasks import load_tasks, with_variant
-from rla_core.envs.plugin_env import PluginEnvironment, check_variant
+from rla_core.envs.plugin_env import GuardedPlugin, check_variant
 from rla_core.envs.rewriter import RewriteRequest, check_candidate
 from rla_core.plugins import InstalledPlugin
 from rla_core.settings.base import PROJECT_ROOT
@@ -143,7 +143,7 @@ ROWS: list[tuple[str, dict[str, Any], dict[str, Any], Goal, dict[str, Any], str 
 @pytest.fixture(scope="module")
 def checks(alfworld_env: AlfworldEnv) -> dict[str, Any]:
     known = available_tasks(default_html_dir())
-    line = PluginEnvironment(InstalledPlugin("numberline", NumberLine, "tests", "0", Options()))
+    line = GuardedPlugin(InstalledPlugin("numberline", NumberLine, "tests", "0", Options()))
     return {
         "textworld": check_candidate,
         "alfworld-parametric": check_parametric,

@@ -44,7 +44,7 @@ def _play_answers(
     """One TWO_STEP rollout of at most 3 steps whose responses are ``answers``, in order."""
     request = RolloutRequest(
         tasks=(PlayTask("t", "s", False, TWO_STEP),), n=1, max_steps=3, sampling=SamplingConfig(), seed=0,
-        iteration=iteration, history_turns=2, invalid_action=invalid_action,
+        iteration=iteration, history_turns=2, invalid_action=invalid_action, env_retries=0,
     )  # fmt: skip
     return run_rollouts(request, env=env, generator=RecordedGenerator(answers))
 
@@ -100,6 +100,7 @@ def test_winning_rollout_is_cut_at_the_win(env: TextWorldEnv) -> None:
             seed=0,
             iteration=1,
             history_turns=2,
+            env_retries=0,
         ),
         env=env,
         generator=gen,
@@ -118,7 +119,14 @@ def test_joint_mode_is_one_call_per_turn_with_per_episode_seeds(env: TextWorldEn
     tasks = [PlayTask("a", "s0", False, ONE_STEP), PlayTask("b", "s1", False, TWO_STEP)]
     frame = run_rollouts(
         RolloutRequest(
-            tasks=tasks, n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1, history_turns=2
+            tasks=tasks,
+            n=2,
+            max_steps=2,
+            sampling=SamplingConfig(),
+            seed=7,
+            iteration=1,
+            history_turns=2,
+            env_retries=0,
         ),
         env=env,
         generator=gen,
@@ -129,7 +137,7 @@ def test_joint_mode_is_one_call_per_turn_with_per_episode_seeds(env: TextWorldEn
     assert gen.seeds[1] == [derive_seed(7, t, r, 1) for t in ("a", "b") for r in (0, 1)]
     assert frame.height == 8
     per_episode = RecordedGenerator(["no box"] * 8)
-    run_rollouts(RolloutRequest(tasks=tasks, n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1, history_turns=2), env=env, generator=per_episode, mode=GenerationMode.PER_EPISODE)  # fmt: skip
+    run_rollouts(RolloutRequest(tasks=tasks, n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1, history_turns=2, env_retries=0), env=env, generator=per_episode, mode=GenerationMode.PER_EPISODE)  # fmt: skip
     # reference mode: one call per live episode per turn (4 + 4), same seeds one by one
     assert per_episode.calls == [1] * 8
     assert [s[0] for s in per_episode.seeds if s is not None] == [
@@ -144,7 +152,14 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
     tasks = [PlayTask("a", "s0", False, ONE_STEP), PlayTask("b", "s1", False, TWO_STEP)]
     batched = run_rollouts(
         RolloutRequest(
-            tasks=tasks, n=2, max_steps=2, sampling=sampling, seed=7, iteration=1, history_turns=2
+            tasks=tasks,
+            n=2,
+            max_steps=2,
+            sampling=sampling,
+            seed=7,
+            iteration=1,
+            history_turns=2,
+            env_retries=0,
         ),
         env=env,
         generator=gen,
@@ -154,7 +169,14 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
         [
             run_rollouts(
                 RolloutRequest(
-                    tasks=[task], n=2, max_steps=2, sampling=sampling, seed=7, iteration=1, history_turns=2
+                    tasks=[task],
+                    n=2,
+                    max_steps=2,
+                    sampling=sampling,
+                    seed=7,
+                    iteration=1,
+                    history_turns=2,
+                    env_retries=0,
                 ),
                 env=env,
                 generator=gen,
@@ -168,7 +190,14 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
     # a different seed samples differently (the seed is really used)
     other = run_rollouts(
         RolloutRequest(
-            tasks=tasks, n=2, max_steps=2, sampling=sampling, seed=8, iteration=1, history_turns=2
+            tasks=tasks,
+            n=2,
+            max_steps=2,
+            sampling=sampling,
+            seed=8,
+            iteration=1,
+            history_turns=2,
+            env_retries=0,
         ),
         env=env,
         generator=gen,
@@ -179,7 +208,7 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
 
 def test_judge_sends_one_call_with_per_step_seeds(env: TextWorldEnv) -> None:
     # 1 task x n=2 episodes x 2 turns (unparsable answers, no win) = 4 steps to judge.
-    rollouts = run_rollouts(RolloutRequest(tasks=[PlayTask("a", "s0", False, TWO_STEP)], n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1, history_turns=2), env=env, generator=RecordedGenerator(["no box"] * 4))  # fmt: skip
+    rollouts = run_rollouts(RolloutRequest(tasks=[PlayTask("a", "s0", False, TWO_STEP)], n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1, history_turns=2, env_retries=0), env=env, generator=RecordedGenerator(["no box"] * 4))  # fmt: skip
     judge = RecordedGenerator([r"\boxed{1}", r"\boxed{-1}", "none"] * 4)
     frame = judge_steps(rollouts, generator=judge, m=3, sampling=SamplingConfig(), seed=5, iteration=1)
     # default (joint): all 4 judge prompts in ONE call, each seeded by its own step
@@ -222,7 +251,7 @@ class _NoActionEnv:
 
 
 def test_an_episode_without_admissible_actions_ends_as_an_env_error() -> None:
-    frame = run_rollouts(RolloutRequest(tasks=[("t", "s", False, {})], n=1, max_steps=3, sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2), env=_NoActionEnv(), generator=RecordedGenerator([r"\boxed{0}"]))  # fmt: skip
+    frame = run_rollouts(RolloutRequest(tasks=[("t", "s", False, {})], n=1, max_steps=3, sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2, env_retries=0), env=_NoActionEnv(), generator=RecordedGenerator([r"\boxed{0}"]))  # fmt: skip
     # One row, the episode is over, nothing was played: the page broke, not the policy (no outcome).
     assert frame.height == 1
     row = frame.row(0, named=True)

@@ -135,7 +135,7 @@ def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) ->
     # GUI runs with vision-language models, so that switching either role's screens on validates.
     vl = ["models.policy=tiny-vl:policy", "models.reward=tiny-vl:reward"] if setting == "gui" else []
     # A plug-in run names an installed plug-in: the example package (examples/numberline).
-    plugin = ["plugin.name=numberline"] if setting == "plugin" else []
+    plugin = ["plugin.name=numberline", "plugin.options={train_tasks: 2}"] if setting == "plugin" else []
     base = load_config(
         overrides=[
             f"setting={setting}",
@@ -159,7 +159,8 @@ def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) ->
         changed_run = RunContext(run_id="keys", config=changed)
         for name, stage in all_stages().items():
             # The run seed is no config slice: it enters every key through the stage seed.
-            expected = path == "seed" or (path in slices[name] and path not in SPEED_ONLY_KEYS)
+            in_slice = path in slices[name] or any(leaf.startswith(f"{path}.") for leaf in slices[name])
+            expected = path == "seed" or (in_slice and path not in SPEED_ONLY_KEYS)
             moved = stage.key(changed_run, 1, REFS) != keys[name]
             assert moved == expected, f"{name}: changing {path} {'moved' if moved else 'kept'} its key"
     # Fields no value change validates would go untested: only coding's rewriter, which must be 'llm', and
@@ -169,15 +170,18 @@ def test_a_stage_key_moves_exactly_with_the_fields_of_its_slice(setting: str) ->
     # coding), and the oracle's flips only with it: their keys are checked by
     # test_the_oracle_arm_runs_no_judge_and_keys_its_labels.
     oracle = ["judge.source", "judge.oracle_flip.good", "judge.oracle_flip.bad"]
-    # A plug-in run's name and options validate only as an installed plug-in and its own options model:
-    # their keys are checked by tests/plugins/test_plugin_contract.py (options and the package version).
-    plugin_keys = ["plugin.name", "plugin.options"] if setting == "plugin" else []
+    # The warm start's knobs validate only where their demonstrations exist: reading drills for a tiny
+    # text-game policy, noisy demonstrations and judge labels outside coding.
+    drills = [] if setting == "textgame" else ["models.policy_reading_drills"]
     # storage.keep_every validates only with storage.keep_last set; no stage reads either (keep_last's change
     # above moved no key), and tests/store/test_retention.py checks both.
     retention = ["storage.keep_every"]
     # Coding's reward model writes unit tests: the judge's yardstick and its row balance do not validate there.
-    coding = ["adaptation.rewriter", "evaluation.judge_steps", "reward.rm_outcome_balance"]
-    expected = screens + oracle + plugin_keys + retention + (coding if setting == "coding" else [])
+    coding = [
+        "adaptation.rewriter", "evaluation.judge_steps", "reward.rm_outcome_balance", "models.policy_demo_noise",
+        "models.reward_label_noise",
+    ]  # fmt: skip
+    expected = screens + oracle + drills + retention + (coding if setting == "coding" else [])
     assert sorted(unchangeable) == sorted(expected)
 
 

@@ -137,6 +137,15 @@ def test_osworld_meta_list_naming_a_missing_example_and_malformed_jsonl(place: P
     _error(lines, "gui.eval_tasks", "eval.jsonl:1: not JSON")
 
 
+def test_a_plugin_that_does_not_resolve_exits_3_as_documented(place: Path) -> None:
+    # docs/configuration.md: `rla config check` exits 3 with one line per problem; a plug-in's options
+    # are the plug-in's to check, so a bad or missing one is such a problem (not a config error, exit 1).
+    plugin = ["--set", "setting=plugin", "--set", "plugin.name=numberline"]
+    code, lines = _rla(place, "config", "check", *plugin, "--set", "plugin.options={train_tasks: 99}")
+    assert code == PREFLIGHT_EXIT_CODE
+    _error(lines, "plugin", "plug-in 'numberline': invalid options", "plugin.options.train_tasks", "8")
+
+
 # ---- models, vLLM, Ray, several problems, resume and study -------------------------------------------
 
 

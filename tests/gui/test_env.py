@@ -9,6 +9,7 @@ import pytest
 
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig
+from rla_core.dispatch import play_episodes
 from rla_core.envs.demos import policy_demos
 from rla_core.envs.miniwob.env import MiniWobEnv
 from rla_core.envs.miniwob.pool import BrowserOptions
@@ -138,6 +139,7 @@ def test_rollouts_through_the_shared_runner(env: MiniWobEnv) -> None:
             seed=0,
             iteration=1,
             history_turns=2,
+            env_retries=0,
         ),
         env=env,
         generator=gen,
@@ -197,9 +199,9 @@ def test_gui_rollouts_keep_a_screenshot_per_step_referenced_from_the_artifact(tm
     # Two unparsable answers on click-test: fallback index 0 is played each turn (two steps, max 2).
     request = RolloutRequest(
         tasks=(PlayTask("t0", "s0", False, spec("click-test-2")),), n=1, max_steps=2, sampling=SamplingConfig(),
-        seed=0, iteration=1, history_turns=2, env=RolloutInputs.from_config(cfg).env(), workdir=tmp_path,
+        seed=0, iteration=1, history_turns=2, env=RolloutInputs.from_config(cfg).env(), workdir=tmp_path, env_retries=0,
     )  # fmt: skip
-    frames = MiniWobSetting().rollout(request, generator=RecordedGenerator(["x", "y"]))
+    frames = play_episodes(MiniWobSetting(), request, generator=RecordedGenerator(["x", "y"]))
     refs = frames["rollouts"]["observation_ref"].to_list()
     after = frames["rollouts"]["next_observation_ref"].to_list()
     assert refs and all(r is not None and r.startswith("files/screenshots/") for r in refs + after)

@@ -56,7 +56,7 @@ def test_a_browser_killed_mid_episode_is_recorded_replayed_and_not_trained_on(tm
         assert set(first.filter(first["rollout_id"] == 1)["status"]) <= {"won", "lost"}
 
         gen = KillOnce([r"\boxed{0}"] * 8, env, at=0)
-        frames = play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=gen))
+        frames = play_rollouts(request, env=env, generator=gen)
     rollouts, errors = frames["rollouts"], frames["env_errors"]
     episodes = rollouts.unique(["rollout_id"], keep="first").sort("rollout_id")
     assert episodes.select("rollout_id", "attempt").rows() == [(0, 1), (1, 0)]

@@ -123,6 +123,7 @@ def test_hung_page_ends_the_episode_as_an_env_error_within_the_timeout(tmp_path:
                 seed=0,
                 iteration=1,
                 history_turns=2,
+                env_retries=0,
             ),
             env=env,
             generator=RecordedGenerator([r"\boxed{0}"]),

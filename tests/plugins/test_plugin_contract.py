@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,12 @@ from rla_numberline import NumberLine, Options, State
 from rla_core.algo.adaptation import Goal
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import RunConfig, SamplingConfig, load_config
-from rla_core.envs.plugin_env import PluginEnvironment, PluginRewriter, check_variant
+from rla_core.envs.plugin_env import GuardedPlugin, PluginRewriter, check_variant
 from rla_core.envs.rewriter import RewriteRequest, rewrite_tasks
-from rla_core.envs.rollout import play_rollouts, run_rollouts
+from rla_core.envs.rollout import play_rollouts
 from rla_core.errors import ConfigError, EnvironmentSpecError
 from rla_core.plugins import ENTRY_POINT_GROUP, InstalledPlugin, Observation, Task, load_plugin
+from rla_core.preflight import preflight
 from rla_core.settings import adapter_of
 from rla_core.stage_inputs import EvaluateInputs, RolloutRequest
 from tasks.stage import RunContext, StageRef, all_stages
@@ -36,11 +38,11 @@ PLUGIN = ["setting=plugin", "plugin.name=numberline"]
 RIGHT = "I should move right. \\boxed{1}"  # index 1 of (move left, move right, stay)
 
 
-def environment(cls: type[NumberLine], name: str = "bad") -> PluginEnvironment:
-    return PluginEnvironment(InstalledPlugin(name, cls, "tests", "0", Options()))
+def environment(cls: type[NumberLine], name: str = "bad") -> GuardedPlugin:
+    return GuardedPlugin(InstalledPlugin(name, cls, "tests", "0", Options()))
 
 
-def play(env: PluginEnvironment, *, distance: int = 1) -> pl.DataFrame:
+def play(env: GuardedPlugin, *, distance: int = 1) -> pl.DataFrame:
     """Two rollouts of one task, each failed episode replayed once; the final 'rollouts' frame."""
     task = PlayTask("t0", "t0", False, {"distance": distance, "seed": 0})
     request = RolloutRequest(
@@ -48,7 +50,7 @@ def play(env: PluginEnvironment, *, distance: int = 1) -> pl.DataFrame:
         env_retries=1,
     )  # fmt: skip
     gen = RecordedGenerator([RIGHT] * 64)
-    return play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=gen))["rollouts"]
+    return play_rollouts(request, env=env, generator=gen)["rollouts"]
 
 
 # ---- discovery and configuration -------------------------------------------------------------------
@@ -71,20 +73,26 @@ def test_a_good_plugin_plays_wins_and_is_judged_with_its_own_template() -> None:
     assert adapter.judge_template.template == NumberLine.judge_template  # type: ignore[union-attr]
 
 
+def test_a_plugin_choice_without_a_name_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"setting=plugin needs plugin\.name"):
+        load_config(overrides=["setting=plugin"])
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["setting=plugin"], "setting=plugin needs plugin.name"),
         (["setting=plugin", "plugin.name=nope"], "'nope' is not an installed .*installed .*: .*numberline"),
         ([*PLUGIN, "plugin.options={train_tasks: 99}"], "plugin.options.train_tasks: Input should be less"),
         ([*PLUGIN, "plugin.options={colour: red}"], "plugin.options.colour: Extra inputs are not permitted"),
     ],
 )
-def test_a_bad_plugin_choice_is_a_config_error_before_anything_is_written(
+def test_a_plugin_that_does_not_resolve_is_a_preflight_problem_before_anything_is_written(
     overrides: list[str], message: str
 ) -> None:
-    with pytest.raises(ConfigError, match=message):
-        load_config(overrides=overrides)
+    # The plug-in's code says whether it is installed and takes these options: the preflight asks it
+    # (`rla config check`, every run's start: exit 3, tests/flows/test_preflight.py).
+    [problem] = preflight(load_config(overrides=overrides))
+    assert problem.key == "plugin" and re.search(message, problem.line()), problem.line()
 
 
 REFS = {name: StageRef("keys", 0, name, 1, f"ck-{name}", {}) for name in ("tasks", "policy", "rollouts")}
@@ -154,7 +162,10 @@ def test_a_plugin_that_raises_ends_its_episodes_env_error_naming_it(
     assert set(rollouts["status"]) == {"env_error"} and rollouts["outcome"].null_count() == rollouts.height
     assert set(rollouts["error_kind"]) == {"plugin"}
     assert set(rollouts["attempt"]) == {1}  # replayed once, failed again: never counted as the policy's loss
-    assert set(rollouts["error_message"]) == {f"plug-in 'bad' raised in {method}: RuntimeError: {why}"}
+    task = '{"distance":1,"seed":0}'  # not a task this instance listed: named by its spec
+    assert set(rollouts["error_message"]) == {
+        f"plug-in 'bad' raised in {method}: RuntimeError: {why} (task {task})"
+    }
 
 
 class ActionsAsOneString(NumberLine):

@@ -13,9 +13,9 @@ from rla_reasoning_gym import ReasoningGym, ReasoningGymOptions, attributes, spa
 from rla_core.algo.adaptation import Goal
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig, load_config
-from rla_core.envs.plugin_env import PluginEnvironment, PluginRewriter, check_variant
+from rla_core.envs.plugin_env import GuardedPlugin, PluginRewriter, check_variant
 from rla_core.envs.rewriter import RewriteRequest, rewrite_tasks
-from rla_core.envs.rollout import play_rollouts, run_rollouts
+from rla_core.envs.rollout import play_rollouts
 from rla_core.errors import ConfigError
 from rla_core.plugins import load_plugin
 from rla_core.stage_inputs import RolloutRequest
@@ -56,7 +56,7 @@ def test_an_episode_is_one_question_scored_by_the_library() -> None:
 
 
 def test_the_policy_plays_it_through_the_rollout_runner() -> None:
-    env = PluginEnvironment(load_plugin("reasoning-gym", {"train_tasks": 1}))
+    env = GuardedPlugin(load_plugin("reasoning-gym", {"train_tasks": 1}))
     spec = env.tasks("train")[0].spec
     request = RolloutRequest(
         tasks=(PlayTask("t0", "t0", False, spec),), n=2, max_steps=2, sampling=SamplingConfig(), seed=1,
@@ -65,13 +65,13 @@ def test_the_policy_plays_it_through_the_rollout_runner() -> None:
     answer = env.plugin.demonstration(spec)[0]  # type: ignore[index]
     index = env.plugin.reset(spec, seed=0)[1].actions.index(answer)
     gen = RecordedGenerator([f"\\boxed{{{index}}}"] * 8)
-    rollouts = play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=gen))["rollouts"]
+    rollouts = play_rollouts(request, env=env, generator=gen)["rollouts"]
     assert rollouts.height == 2 and rollouts["done"].all() and set(rollouts["status"]) <= {"won", "lost"}
     assert rollouts["expert_actions"][0] == json.dumps([answer])
 
 
 def test_rewrites_move_along_the_levels_and_are_validated_by_generating() -> None:
-    env = PluginEnvironment(load_plugin("reasoning-gym", {"train_tasks": 1}))
+    env = GuardedPlugin(load_plugin("reasoning-gym", {"train_tasks": 1}))
     root = env.tasks("train")[0].spec
     for goal in (Goal.HARDER, Goal.EASIER):
         request = RewriteRequest("t", "t", root, root, goal, prev_acc=1.0 if goal is Goal.HARDER else 0.0)
@@ -91,9 +91,7 @@ def test_bad_options_name_the_key_and_the_stage_keys_carry_the_library_version()
     with pytest.raises(
         ConfigError, match=r"plugin.options.dataset: .*'nope' is not a Reasoning Gym .*chain_sum"
     ):
-        load_config(
-            overrides=["setting=plugin", "plugin.name=reasoning-gym", "plugin.options={dataset: nope}"]
-        )
+        load_plugin("reasoning-gym", {"dataset": "nope"})
     cfg = load_config(preset="reasoning-gym")
     for name in ("seed_tasks", "rollout", "adapt", "evaluate"):
         key = all_stages()[name].slice(cfg).key_json()["plugin"]

@@ -12,9 +12,9 @@ from rla_textarena import GAMES, TextArena, TextArenaOptions, registered, space_
 from rla_core.algo.adaptation import Goal
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import SamplingConfig, load_config
-from rla_core.envs.plugin_env import PluginEnvironment, PluginRewriter, check_variant
+from rla_core.envs.plugin_env import GuardedPlugin, PluginRewriter, check_variant
 from rla_core.envs.rewriter import RewriteRequest, rewrite_tasks
-from rla_core.envs.rollout import play_rollouts, run_rollouts
+from rla_core.envs.rollout import play_rollouts
 from rla_core.errors import ConfigError
 from rla_core.plugins import load_plugin
 from rla_core.stage_inputs import RolloutRequest
@@ -62,21 +62,21 @@ def test_hanoi_offers_only_legal_moves_and_the_expert_is_optimal() -> None:
 
 
 def test_the_policy_plays_it_through_the_rollout_runner() -> None:
-    env = PluginEnvironment(load_plugin("textarena", {"train_tasks": 1}))
+    env = GuardedPlugin(load_plugin("textarena", {"train_tasks": 1}))
     spec = env.tasks("train")[0].spec
     request = RolloutRequest(
         tasks=(PlayTask("t0", "t0", False, spec),), n=1, max_steps=3, sampling=SamplingConfig(), seed=1,
         iteration=1, history_turns=2, env_retries=1,
     )  # fmt: skip
     gen = RecordedGenerator(["\\boxed{0}"] * 8)
-    rollouts = play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=gen))["rollouts"]
+    rollouts = play_rollouts(request, env=env, generator=gen)["rollouts"]
     assert rollouts.height == 3 and set(rollouts["status"]) == {"lost"}  # the turn cap, not the game's end
     assert "Current Board" in rollouts["next_observation"][0]
     assert json.loads(rollouts["expert_actions"][0]) == ["[A C]"]
 
 
 def test_rewrites_are_the_librarys_neighbouring_variants() -> None:
-    env = PluginEnvironment(load_plugin("textarena", {"variant": "TowerOfHanoi-v0-medium", "train_tasks": 1}))
+    env = GuardedPlugin(load_plugin("textarena", {"variant": "TowerOfHanoi-v0-medium", "train_tasks": 1}))
     root = env.tasks("train")[0].spec
     for goal, disks in ((Goal.HARDER, 5), (Goal.EASIER, 3)):
         request = RewriteRequest("t", "t", root, root, goal, prev_acc=1.0 if goal is Goal.HARDER else 0.0)
@@ -90,13 +90,12 @@ def test_rewrites_are_the_librarys_neighbouring_variants() -> None:
 
 
 def test_bad_options_name_the_key_and_the_stage_keys_carry_the_library_version() -> None:
-    base = ["setting=plugin", "plugin.name=textarena"]
     with pytest.raises(
         ConfigError, match=r"plugin.options.game: .*'Wordle' is not a TextArena game .*TowerOfHanoi"
     ):
-        load_config(overrides=[*base, "plugin.options={game: Wordle}"])
+        load_plugin("textarena", {"game": "Wordle"})
     with pytest.raises(ConfigError, match=r"plugin.options.variant: .*TowerOfHanoi-v0-medium"):
-        load_config(overrides=[*base, "plugin.options={variant: TowerOfHanoi-v9}"])
+        load_plugin("textarena", {"variant": "TowerOfHanoi-v9"})
     cfg = load_config(preset="textarena")
     for name in ("seed_tasks", "rollout", "adapt", "evaluate"):
         key = all_stages()[name].slice(cfg).key_json()["plugin"]

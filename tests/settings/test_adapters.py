@@ -9,19 +9,26 @@ from rla_core.config import GuiEngine, Setting, TextGameEngine, load_config
 from rla_core.errors import ConfigError
 from rla_core.schemas import SCHEMAS
 from rla_core.settings import ADAPTERS, adapter_for, adapter_of
-from rla_core.settings.base import ProposalRequest
+from rla_core.settings.base import EpisodeSetting, OneCallSetting, ProposalRequest
 from rla_core.stage_inputs import AdaptInputs, JudgeInputs, LabelInputs
 
 
 def test_adapters_expose_no_accuracy_or_reward_rule() -> None:
     # Task accuracy is rla_core.algo.labels.task_accuracy and rewards are rla_core.algo's: an adapter
-    # has only the protocol's I/O operations.
-    operations = {"seed_tasks", "eval_tasks", "warm_start", "rollout", "labels", "propose"}
+    # has only the protocol's I/O operations, and says how its rollouts are played in exactly one way
+    # (episodes in the environment it opens, or every episode in one generate call): playing them,
+    # replays and side files are rla_core.dispatch's.
+    operations = {
+        "seed_tasks", "eval_tasks", "warm_start", "labels", "propose", "prerequisites", "check_task_file",
+        "check_seed_tasks",
+    }  # fmt: skip
     for setting, engine in ADAPTERS:
         adapter = adapter_for(setting, engine)
         public = {n for n in dir(adapter) if not n.startswith("_") and callable(getattr(adapter, n))}
         assert operations <= public, (setting, engine)
-        assert not public & {"accuracy", "reward", "rewards", "accept", "score"}, (setting, engine)
+        assert not public & {"accuracy", "reward", "rewards", "accept", "score", "rollout"}, (setting, engine)
+        assert isinstance(adapter, EpisodeSetting) != isinstance(adapter, OneCallSetting), (setting, engine)
+        assert adapter.setting is setting
 
 
 def test_every_engine_is_registered_as_its_own_adapter() -> None:

@@ -45,8 +45,9 @@ def test_reading_drills_train_first_once_and_then_come_from_the_cache(tmp_path: 
 
 
 def test_reading_drills_are_refused_outside_tiny_text_game_policies(tmp_path: Path) -> None:
-    cfg = load_config(
-        overrides=["setting=coding", "models.policy_reading_drills=8", f"models.cache_dir={tmp_path}"]
-    )
+    # A rule of the config (its setting and policy), refused when it is loaded, before any stage.
     with pytest.raises(ConfigError, match=r"policy_reading_drills .*setting=coding"):
-        warm_start_models(BootstrapInputs.from_config(cfg), out_dir=tmp_path / "w", seed=0)
+        load_config(overrides=["setting=coding", "models.policy_reading_drills=8"])
+    with pytest.raises(ConfigError, match=r"policy_reading_drills .*policy=org/model"):
+        load_config(overrides=["models.policy=org/model", "models.policy_reading_drills=8"])
+    assert load_config(overrides=["models.policy_reading_drills=8"]).models.policy_reading_drills == 8

@@ -121,7 +121,6 @@ class State:
 
 class ReasoningGym(EnvironmentPlugin):
     Options = ReasoningGymOptions
-    rewrite_space = space_of(DEFAULT_DATASET)
 
     def __init__(self, options: ReasoningGymOptions) -> None:
         super().__init__(options)

@@ -149,7 +149,6 @@ class State:
 
 class TextArena(EnvironmentPlugin):
     Options = TextArenaOptions
-    rewrite_space = space_of(DEFAULT_GAME)
 
     def __init__(self, options: TextArenaOptions) -> None:
         super().__init__(options)

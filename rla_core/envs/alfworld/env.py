@@ -268,6 +268,7 @@ class AlfworldEnv:
     """ALFWorld-style games (implements :class:`rla_core.envs.base.Environment`)."""
 
     name = "alfworld"
+    max_open: int | None = None  # any number of episodes at once
 
     def __init__(self, cache_dir: Path, *, limits: TextLimits = ALFWORLD_LIMITS) -> None:
         self.cache_dir = Path(cache_dir)

@@ -176,6 +176,28 @@ def jwmrc(shortcuts: dict[str, str] = GLOBAL_SHORTCUTS) -> str:
     return JWMRC_HEAD + keys + "</JWM>\n"
 
 
+def missing_programs() -> list[str]:
+    """The programs of :data:`NEEDED` this machine does not have on ``PATH``."""
+    return [name for name in NEEDED if shutil.which(name) is None]
+
+
+def missing_prerequisites() -> list[str]:
+    """What this machine lacks to start a desktop, one line each: programs of :data:`NEEDED`, and (as root)
+    the sandbox user :data:`HOST_USER` (the preflight's check, the one :meth:`Desktop.start` makes)."""
+    problems = []
+    missing = missing_programs()
+    if missing:
+        problems.append(
+            f"the local desktops need {', '.join(missing)}, not found on PATH; install the Debian packages "
+            "scripts/setup.sh lists (docs/osworld.md)"
+        )
+    try:
+        _host_ids()
+    except ProcessError as exc:
+        problems.append(str(exc).strip().splitlines()[0])
+    return problems
+
+
 def _host_ids() -> tuple[int, int]:
     """(uid, gid) the sandbox runs as on the host: ``rla-desktop`` when we are root, else ourselves."""
     if os.getuid() != 0:
@@ -296,7 +318,7 @@ class Desktop:
         timeout_s: float = 60.0,
     ) -> Desktop:
         """Start a desktop and wait until its server answers; :class:`ProcessError` naming what is missing."""
-        missing = [n for n in NEEDED if shutil.which(n) is None]
+        missing = missing_programs()
         if missing:
             raise ProcessError(
                 f"desktop needs {missing}; install the Debian packages listed in scripts/setup.sh "

@@ -10,8 +10,8 @@ instance with ``spec["seed"]`` and starts the episode. The episode exposes
 * ``expert_actions()``: the scripted solver's next action (judge ground truth), empty without one.
 
 What GUI episodes share (numbered candidates, screenshots, the outcome rule, scripted next actions,
-environment errors) is :class:`~rla_core.envs.gui_episode.GuiEpisode`'s: won iff the task's raw reward
-(``score``) is > 0 (spec §2.1). MiniWoB's 10 s wall-clock episode limit is raised to ``episode_ms`` so a slow CPU policy is cut by
+environment errors) is :class:`~rla_core.envs.gui_episode.GuiEpisode`'s, over this engine's
+:class:`MiniWobPage`: won when the task's raw reward (``score``) gives any credit (spec §2.1). MiniWoB's 10 s wall-clock episode limit is raised to ``episode_ms`` so a slow CPU policy is cut by
 the runner's ``max_steps``, not by time. A browser call that fails or times out kills the browser and
 raises :class:`~rla_core.errors.EnvironmentFault` (``browser`` / ``browser_timeout``): the runner records
 an environment error and replays the episode in a new browser; it never hangs a stage and never counts as
@@ -28,11 +28,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from rla_core.envs.base import EnvErrorKind
-from rla_core.envs.gui_episode import GuiEnvironment, GuiEpisode
+from rla_core.envs.gui_episode import (
+    GuiEpisode,
+    GuiScreen,
+    episode_name,
+    play_actions,
+    screenshot_folder,
+    scripted_demonstrations,
+)
 from rla_core.envs.miniwob.dom import (
     Element,
     candidate_actions,
@@ -66,22 +74,13 @@ def _fields(task: str, utterance: str) -> list[tuple[str, str]]:
     return [(str(k), str(v)) for k, v in extractor(utterance)]
 
 
-class MiniWobEpisode(GuiEpisode):
-    """One MiniWoB++ episode in one browser tab (implements ``rla_core.envs.base.Episode``)."""
+class MiniWobPage:
+    """One MiniWoB++ episode's page in one browser tab: the engine's side of a
+    :class:`~rla_core.envs.gui_episode.GuiEpisode` (implements ``GuiPlay``), recording on ``screen``."""
 
-    machinery = "browser"
-
-    def __init__(
-        self,
-        pool: BrowserPool,
-        spec: dict[str, Any],
-        *,
-        url: str,
-        episode_ms: int,
-        screenshot_dir: Path | None,
-        episode_id: str,
-    ) -> None:
-        super().__init__(dict(spec), episode_id=episode_id, screenshot_dir=screenshot_dir)
+    def __init__(self, pool: BrowserPool, screen: GuiScreen, *, url: str, episode_ms: int) -> None:
+        spec = screen.spec
+        self.screen = screen
         self.task: str = spec["task"]
         self.hint_level: int = spec["hint_level"]
         self.pool = pool
@@ -114,10 +113,10 @@ class MiniWobEpisode(GuiEpisode):
             self._refresh()
         except BrowserError as exc:
             raise self._fail(exc) from exc
-        self.instruction = self.utterance
-        expert = self.expert_actions()
+        screen.instruction = self.utterance
+        expert = screen.listed(self.scripted_next())
         if self.hint_level >= 1 and expert:
-            self.instruction += f" Hint: start with: {expert[0]}."
+            screen.instruction += f" Hint: start with: {expert[0]}."
 
     # -- state -------------------------------------------------------------------------------
     def _refresh(self) -> None:
@@ -126,36 +125,45 @@ class MiniWobEpisode(GuiEpisode):
         if state["done"]:
             score = float(state["raw"])
             reason = f" ({state['reason']})." if state["reason"] else "."
-            self._end(score, f"The episode is over: reward {score:g}" + reason)
+            self.screen.end(score, f"The episode is over: reward {score:g}" + reason)
             self._screenshot()  # the end screen: the judge's "after" image of the last step
             return
         self.elements = parse_dom(state["dom"])
-        self._show(render_observation(self.elements), candidate_actions(self.elements, strings=self.strings))
+        self.screen.show(
+            render_observation(self.elements), candidate_actions(self.elements, strings=self.strings)
+        )
         if self.hint_level >= 2:
-            expert = self.expert_actions()
+            expert = self.screen.listed(self.scripted_next())
             if expert:
-                self._observation += f"\nHint: next do: {expert[0]}"
+                self.screen.observation += f"\nHint: next do: {expert[0]}"
         self._screenshot()
 
     def _screenshot(self) -> None:
         tab = self._tab
         assert tab is not None
-        self._keep_screenshot(lambda path: tab.call(lambda d: d.save_screenshot(str(path))))
+        self.screen.keep_screenshot(lambda path: tab.call(lambda d: d.save_screenshot(str(path))))
 
     def _fail(self, exc: BrowserError) -> EnvironmentFault:
         """End the episode on a browser failure (ours, not the policy's); the fault for the runner to record."""
-        self._end_failed(str(exc))
-        if not self.instruction:
-            self.instruction = f"MiniWoB task {self.task} (the page did not load)."
+        self.screen.end_failed(str(exc))
+        if not self.screen.instruction:
+            self.screen.instruction = f"MiniWoB task {self.task} (the page did not load)."
         self.close()
         kind = EnvErrorKind.BROWSER_TIMEOUT if isinstance(exc, BrowserTimeoutError) else EnvErrorKind.BROWSER
         return EnvironmentFault(kind, f"MiniWoB task {self.task}: {exc}")
 
-    # -- GuiEpisode --------------------------------------------------------------------------
-    def _playable(self, action: str) -> bool:
-        return parse_action(action) is not None and super()._playable(action)
+    # -- GuiPlay ------------------------------------------------------------------------------
+    def ready(self) -> None:
+        """The page starts in the constructor: nothing to wait for."""
 
-    def _act(self, action: str) -> None:
+    def playable(self, action: str) -> bool:
+        """A listed action that parses (an element reference, optionally a text to type)."""
+        return parse_action(action) is not None
+
+    def after_step(self, action: str) -> None:
+        """A MiniWoB page scores itself (read in :meth:`_refresh`): nothing to do after a step."""
+
+    def act(self, action: str) -> None:
         parsed = parse_action(action)
         assert self._tab is not None and parsed is not None
         ref, text = parsed.ref, parsed.text
@@ -187,9 +195,9 @@ class MiniWobEpisode(GuiEpisode):
         except BrowserError as exc:
             raise self._fail(exc) from exc
 
-    def _scripted_next(self) -> str | None:
+    def scripted_next(self) -> str | None:
         """The scripted solver's next action from the current state."""
-        return next_action(self.task, fields=self.fields, elements=self.elements, history=self.history)
+        return next_action(self.task, fields=self.fields, elements=self.elements, history=self.screen.history)
 
     def close(self) -> None:
         """Close the tab (the browser stays in the pool)."""
@@ -198,12 +206,13 @@ class MiniWobEpisode(GuiEpisode):
             self.pool.close_tab(tab)
 
 
-class MiniWobEnv(GuiEnvironment[MiniWobEpisode]):
+class MiniWobEnv:
     """MiniWoB++ tasks (implements ``rla_core.envs.base.Environment``); owns its pool unless given one.
 
     ``browsers``: the options of the pool it starts when it is given none."""
 
     name = "miniwob"
+    max_open: int | None = None  # any number of episodes at once
 
     def __init__(
         self,
@@ -220,8 +229,14 @@ class MiniWobEnv(GuiEnvironment[MiniWobEpisode]):
         self._own_pool = pool is None
         self.pool = pool if pool is not None else BrowserPool(browsers)
         self.episode_ms = episode_ms
-        super().__init__(screenshot_dir=screenshot_dir)
+        self.screenshot_dir = screenshot_folder(screenshot_dir)
         self.solver_max_steps = solver_max_steps
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Shut the pool down if this environment created it."""
@@ -236,18 +251,25 @@ class MiniWobEnv(GuiEnvironment[MiniWobEpisode]):
         """The ``file://`` URL of a task page."""
         return (self.html_dir / "miniwob" / f"{task}.html").resolve().as_uri()
 
-    def _instance(self, spec: dict[str, Any]) -> str:
-        return f"{spec['task']}-{spec['seed']}"  # the page's instance is fixed by spec["seed"]
-
-    def _start(self, spec: dict[str, Any], *, episode_id: str) -> MiniWobEpisode:
-        return MiniWobEpisode(
-            self.pool,
-            spec,
-            url=self.url(spec["task"]),
-            episode_ms=self.episode_ms,
-            screenshot_dir=self.screenshot_dir,
-            episode_id=episode_id,
+    def open(self, spec: dict[str, Any], *, seed: int) -> GuiEpisode:
+        """Start an episode in a new tab; ``seed`` (the runner's per-episode seed) only names its screenshots
+        (:func:`~rla_core.envs.gui_episode.episode_name`): the page's instance is fixed by ``spec["seed"]``."""
+        self.validate_spec(spec)
+        name = episode_name(f"{spec['task']}-{spec['seed']}", seed)
+        screen = GuiScreen(
+            dict(spec), episode_id=name, screenshot_dir=self.screenshot_dir, machinery="browser"
         )
+        page = MiniWobPage(self.pool, screen, url=self.url(spec["task"]), episode_ms=self.episode_ms)
+        return GuiEpisode(screen, page)
+
+    def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
+        """The scripted solver's winning actions (none when it does not win); the instance is fixed by the spec."""
+        del seed
+        return scripted_demonstrations(self.scripted_solution(spec))
+
+    def play(self, spec: dict[str, Any], actions: Sequence[str]) -> GuiEpisode:
+        """Open ``spec`` and play ``actions`` until done (the caller closes the episode)."""
+        return play_actions(self.open(spec, seed=0), actions)
 
     def solve(self, spec: dict[str, Any]) -> tuple[list[str], bool, str | None]:
         """Play the scripted solver from the start: (actions, won, why not when it did not win)."""

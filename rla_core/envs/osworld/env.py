@@ -16,7 +16,7 @@ resets their desktops in parallel; the episode's observation waits for it. The e
 
 **Outcome** as OSWorld's: ``DesktopEnv.evaluate()`` runs when the policy says ``DONE`` or ``FAIL`` or after
 ``max_steps`` actions (the runner's budget, given to the environment so that the last step is scored), and
-the episode is won iff the score is > 0 (spec §2.1: partial credit counts). An evaluator that raises while
+the episode is won when the score gives any credit (spec §2.1: partial credit counts). An evaluator that raises while
 the desktop is healthy (e.g. a getter whose file the agent deleted) scores 0 — the state the agent left is the
 policy's outcome, as OSWorld scores it. Failures of our machinery raise
 :class:`~rla_core.errors.EnvironmentFault` (docs/environment-errors.md): a set-up that fails before the first
@@ -24,8 +24,8 @@ action (``setup``), a desktop whose processes died (``desktop``: its X server, i
 server stops answering (``desktop_server``), during the set-up, a step or the evaluation. The runner records
 the episode as ``env_error`` and replays it; the desktop is reset (or replaced by the pool) when it closes.
 
-At most ``pool.size`` episodes may be open at once (one desktop each); :func:`waves` cuts a request's
-episodes accordingly.
+At most ``pool.size`` episodes may be open at once (one desktop each: ``max_open``); the rollout path plays a
+request's episodes in waves of that size (:func:`rla_core.envs.rollout.waves`).
 """
 
 from __future__ import annotations
@@ -34,15 +34,22 @@ import json
 import logging
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from rla_core.envs.base import EnvErrorKind
 from rla_core.envs.desktop.desktop import Desktop
 from rla_core.envs.desktop.pool import DesktopOptions, DesktopPool
-from rla_core.envs.gui_episode import GuiEnvironment, GuiEpisode
+from rla_core.envs.gui_episode import (
+    GuiEpisode,
+    GuiScreen,
+    episode_name,
+    play_actions,
+    screenshot_folder,
+    scripted_demonstrations,
+)
 from rla_core.envs.osworld import observe
 from rla_core.envs.osworld.tasks import (
     TYPABLE,
@@ -61,24 +68,19 @@ SETTLE_MAX_S = 20.0  # ... or this long at most
 ACQUIRE_TIMEOUT_S = 600.0
 
 
-def waves(keys: Sequence[tuple[str, int]], size: int) -> Iterator[tuple[tuple[str, int], ...]]:
-    """Consecutive chunks of at most ``size`` episode keys (canonical order kept): one desktop per open episode."""
-    for start in range(0, len(keys), max(1, size)):
-        yield tuple(keys[start : start + size])
+class OsworldDesktop:
+    """One OSWorld episode on one local desktop: the engine's side of a
+    :class:`~rla_core.envs.gui_episode.GuiEpisode` (implements ``GuiPlay``), recording on ``screen``."""
 
-
-class OsworldEpisode(GuiEpisode):
-    """One OSWorld episode on one local desktop (implements ``rla_core.envs.base.Episode``)."""
-
-    machinery = "desktop"
-
-    def __init__(self, env: OsworldEnv, spec: dict[str, Any], *, episode_id: str) -> None:
-        super().__init__(spec, episode_id=episode_id, screenshot_dir=env.screenshot_dir)
+    def __init__(self, env: OsworldEnv, screen: GuiScreen) -> None:
+        spec = screen.spec
+        self.screen = screen
+        self.spec = spec
         self.env = env
         self.key = current_key(spec)
-        self.instruction = instruction(spec)
+        screen.instruction = instruction(spec)
         self.solution: list[str] = list(spec.get("solutions", {}).get(self.key, []))
-        self.strings = observe.instruction_strings(self.instruction)
+        self.strings = observe.instruction_strings(screen.instruction)
         self.strings += [s for s in spec.get(TYPABLE, []) if s not in self.strings]
         self.elements: list[observe.Element] = []
         self.fault: EnvironmentFault | None = None  # set when our machinery failed (the episode is env_error)
@@ -138,7 +140,7 @@ class OsworldEpisode(GuiEpisode):
             time.sleep(0.2)
         return True
 
-    def _wait(self) -> None:
+    def ready(self) -> None:
         """Wait for the set-up; raise the episode's EnvironmentFault once the environment failed."""
         if self._ready is not None:
             ready, self._ready = self._ready, None
@@ -165,28 +167,32 @@ class OsworldEpisode(GuiEpisode):
     def _observe(self, obs: dict[str, Any]) -> None:
         tree = obs.get("accessibility_tree") or ""
         self.elements = observe.parse_tree(tree) if tree else []
-        self._show(
+        self.screen.show(
             observe.linearise(self.elements, max_tokens=self.env.a11y_max_tokens),
             observe.candidate_actions(
                 self.elements,
-                instruction=self.instruction,
+                instruction=self.screen.instruction,
                 strings=self.strings,
                 max_clicks=self.env.max_clicks,
             ),
         )
         shot = obs.get("screenshot")
         if isinstance(shot, bytes | bytearray):
-            self._keep_screenshot(lambda path: path.write_bytes(bytes(shot)))
+            self.screen.keep_screenshot(lambda path: path.write_bytes(bytes(shot)))
 
     def _fail(self, reason: str, kind: EnvErrorKind) -> EnvironmentFault:
         """Our machinery failed: end the episode as an environment error (the desktop is reset on close)."""
         log.warning("OSWorld task %s: %s", self.spec["id"], reason)
-        self._end_failed(reason)
+        self.screen.end_failed(reason)
         self.fault = EnvironmentFault(self._machinery(kind), f"OSWorld task {self.spec['id']}: {reason}")
         return self.fault
 
-    # -- GuiEpisode --------------------------------------------------------------------------
-    def _act(self, action: str) -> None:
+    # -- GuiPlay ------------------------------------------------------------------------------
+    def playable(self, action: str) -> bool:
+        """Every listed action is played (the desktop decides what it does)."""
+        return True
+
+    def act(self, action: str) -> None:
         code = observe.compile_action(action, self.elements)
         self._check_desktop("before the step")
         try:
@@ -198,9 +204,9 @@ class OsworldEpisode(GuiEpisode):
         self._check_desktop("during the step")
         self._observe(obs)
 
-    def _after_step(self, action: str) -> None:
+    def after_step(self, action: str) -> None:
         """OSWorld scores the episode when the policy says ``DONE`` or ``FAIL`` or its budget is used."""
-        if action in ("DONE", "FAIL") or len(self.history) >= self.env.max_steps:
+        if action in ("DONE", "FAIL") or len(self.screen.history) >= self.env.max_steps:
             self._evaluate()
 
     def _evaluate(self) -> None:
@@ -220,12 +226,13 @@ class OsworldEpisode(GuiEpisode):
             score = 0.0
         # Getters answer a desktop that broke under them with nothing (scored 0): that score measured nothing.
         self._check_desktop("during the evaluation")
-        self._end(score, f"The episode is over: the evaluator scored {score:g}.")
+        self.screen.end(score, f"The episode is over: the evaluator scored {score:g}.")
 
-    def _scripted_next(self) -> str | None:
+    def scripted_next(self) -> str | None:
         """The scripted solution's next action while the episode has followed it."""
-        n = len(self.history)
-        if n >= len(self.solution) or self.history != self.solution[:n]:
+        history = self.screen.history
+        n = len(history)
+        if n >= len(self.solution) or history != self.solution[:n]:
             return None
         return self.solution[n]
 
@@ -238,10 +245,10 @@ class OsworldEpisode(GuiEpisode):
         finally:
             if self.desktop is not None:
                 desktop, self.desktop = self.desktop, None
-                self.env.release(desktop, reset=self.failure is not None)
+                self.env.release(desktop, reset=self.screen.failure is not None)
 
 
-class OsworldEnv(GuiEnvironment[OsworldEpisode]):
+class OsworldEnv:
     """OSWorld-format tasks on a pool of local desktops (implements ``rla_core.envs.base.Environment``)."""
 
     name = "osworld"
@@ -266,10 +273,17 @@ class OsworldEnv(GuiEnvironment[OsworldEpisode]):
         self.a11y_max_tokens = a11y_max_tokens
         self.max_clicks = max_clicks
         self.step_pause_s = step_pause_s
-        super().__init__(screenshot_dir=screenshot_dir)
+        self.screenshot_dir = screenshot_folder(screenshot_dir)
         self.pool = DesktopPool(DesktopOptions(size=desktops or None, runtime_dir=runtime_dir))
+        self.max_open: int | None = self.pool.size  # one desktop per open episode
         self.executor = ThreadPoolExecutor(max_workers=self.pool.size, thread_name_prefix="osworld-reset")
         self._envs: dict[int, Any] = {}
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def desktop_env(self, desktop: Desktop) -> Any:
         """The one ``DesktopEnv`` of a desktop (it tracks whether the desktop was used since its revert)."""
@@ -311,11 +325,22 @@ class OsworldEnv(GuiEnvironment[OsworldEpisode]):
                 f"python -m rla_core.envs.osworld.cache fill (docs/osworld.md)"
             )
 
-    def _instance(self, spec: dict[str, Any]) -> str:
-        return f"{spec['id']}-{current_key(spec)}"
+    def open(self, spec: dict[str, Any], *, seed: int) -> GuiEpisode:
+        """Start an episode on a desktop of the pool (its set-up runs in the background); ``seed`` (the
+        runner's per-episode seed) only names its screenshots (:func:`~rla_core.envs.gui_episode.episode_name`)."""
+        self.validate_spec(spec)
+        name = episode_name(f"{spec['id']}-{current_key(spec)}", seed)
+        screen = GuiScreen(spec, episode_id=name, screenshot_dir=self.screenshot_dir, machinery="desktop")
+        return GuiEpisode(screen, OsworldDesktop(self, screen))
 
-    def _start(self, spec: dict[str, Any], *, episode_id: str) -> OsworldEpisode:
-        return OsworldEpisode(self, spec, episode_id=episode_id)
+    def demonstrations(self, spec: dict[str, Any], *, seed: int) -> list[list[str]]:
+        """The task's scripted solution for the current key (none without one)."""
+        del seed
+        return scripted_demonstrations(self.scripted_solution(spec))
+
+    def play(self, spec: dict[str, Any], actions: Sequence[str]) -> GuiEpisode:
+        """Open ``spec`` and play ``actions`` until done (the caller closes the episode)."""
+        return play_actions(self.open(spec, seed=0), actions)
 
     def scripted_solution(self, spec: dict[str, Any]) -> list[str] | None:
         """The task's scripted solution for the current key (None when the task has none)."""

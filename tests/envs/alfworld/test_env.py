@@ -74,7 +74,7 @@ def test_batched_rollouts_record_expert_labels(alfworld_env: AlfworldEnv) -> Non
     walkthrough = alfworld_env.demonstrations(spec, seed=0)[0]
     # The recorded policy always answers index 0; three steps cannot win a game whose shortest plan is longer.
     generator = RecordedGenerator([r"\boxed{0}"] * 12)
-    frame = run_rollouts(RolloutRequest(tasks=[("t0", "s0", False, spec)], n=2, max_steps=3, sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2), env=alfworld_env, generator=generator)  # fmt: skip
+    frame = run_rollouts(RolloutRequest(tasks=[("t0", "s0", False, spec)], n=2, max_steps=3, sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2, env_retries=0), env=alfworld_env, generator=generator)  # fmt: skip
     assert frame.height == 6 and set(frame["rollout_id"].to_list()) == {0, 1}
     first = frame.filter(pl.col("step") == 0)
     assert [json.loads(e) for e in first["expert_actions"].to_list()] == [walkthrough[:1]] * 2

@@ -31,7 +31,7 @@ from rla_core.config import RewardConfig, SamplingConfig  # noqa: E402
 from rla_core.envs.osworld.env import OsworldEnv  # noqa: E402
 from rla_core.envs.osworld.tasks import current_key, load_tasks, normalise  # noqa: E402
 from rla_core.envs.prompts import listed_actions  # noqa: E402
-from rla_core.envs.rollout import play_rollouts, run_rollouts  # noqa: E402
+from rla_core.envs.rollout import play_rollouts  # noqa: E402
 from rla_core.models.generator import Generation  # noqa: E402
 from rla_core.schemas import empty_frame  # noqa: E402
 from rla_core.settings.base import PROJECT_ROOT  # noqa: E402
@@ -99,7 +99,7 @@ def test_an_x_server_killed_mid_episode_is_recorded_replayed_and_not_trained_on(
         desktops=4, cache_dir=tmp_path / "cache", max_steps=3, runtime_dir=tmp_path / "rt"
     ) as env:
         gen = FollowSolution(tasks, env, kill_at=1)
-        frames = play_rollouts(request, lambda r: run_rollouts(r, env=env, generator=gen))
+        frames = play_rollouts(request, env=env, generator=gen)
         assert gen.killed is not None
         assert all(d.running() for d in env.pool.desktops())  # the broken one was reset
     rollouts, errors = frames["rollouts"], frames["env_errors"]
@@ -156,7 +156,7 @@ def test_an_agent_that_deletes_the_file_its_evaluator_reads_loses(
     ) as env:
         gen = FollowSolution([task], env, kill_at=None)
         with caplog.at_level(logging.WARNING, logger="rla_core.envs.osworld.env"):
-            frames = play_rollouts(_request([task], n=1), lambda r: run_rollouts(r, env=env, generator=gen))
+            frames = play_rollouts(_request([task], n=1), env=env, generator=gen)
     rollouts = frames["rollouts"]
     assert "env_errors" not in frames
     assert rollouts["action"].to_list() == ['type "rm ~/Desktop/config.json" and press Enter', "DONE"]
