@@ -2,9 +2,10 @@
 
 What each count measures (the patterns the house style retires):
 
-* ``rewrite_rule_functions``: functions that state a part of the rewrite-validity rule themselves — their
-  text says "identical to the parent", "off-anchor" or "not … than the parent". The one generic check in
-  ``rla_core.algo`` is counted apart (``generic``) from the engines' own parts (``engine``);
+* ``rewrite_rule_functions``: functions that state a part of the rewrite-validity rule themselves — a
+  string they return says "identical to the parent", "off-anchor" or "not … than the parent" (docstrings
+  are not read). The one generic check in ``rla_core.algo`` is counted apart (``generic``) from the
+  engines' own parts (``engine``);
 * ``success_rules``: comparisons of an episode's score with a threshold (``score > 0``, ``score >= 1.0``)
   outside ``rla_core.algo``;
 * ``play_rollouts_calls``: call sites of ``play_rollouts`` (the replay loop) in ``rla_core``;
@@ -46,9 +47,19 @@ def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
 
 
 def _strings(node: ast.AST) -> str:
-    """Every string constant under ``node`` (f-string parts included), joined."""
+    """Every string constant under ``node`` (f-string parts included) but docstrings, joined."""
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(node)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module)
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
     return " ".join(
-        n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        n.value
+        for n in ast.walk(node)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
     )
 
 

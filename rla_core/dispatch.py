@@ -216,20 +216,22 @@ def play_episodes(
 
 def _in_waves(request: RolloutRequest, env: Environment, generator: Generator) -> dict[str, pl.DataFrame]:
     """:func:`~rla_core.envs.rollout.play_rollouts` over consecutive waves of at most ``env.max_open``
-    episodes (canonical order kept; each episode's rows do not depend on the others: the same rows)."""
+    episodes (canonical order kept; each episode's rows do not depend on the others: the same rows). A
+    failed episode's desktop was reset (or replaced) when it closed: its replay in its wave starts clean."""
     from rla_core.envs.rollout import play_rollouts, waves
 
     keys = request.episode_keys()
-    if env.max_open is None or env.max_open >= len(keys):
-        return play_rollouts(request, env=env, generator=generator)
-    parts: dict[str, list[pl.DataFrame]] = {}
-    for wave in waves(keys, env.max_open):
-        # A failed episode's desktop was reset (or replaced) when it closed: its replay starts clean.
-        for name, frame in play_rollouts(
-            replace(request, episodes=wave), env=env, generator=generator
-        ).items():
-            parts.setdefault(name, []).append(frame)
-    return {name: pl.concat(frames, how="vertical") for name, frames in parts.items()}
+    size = env.max_open
+    parts = (
+        [request]
+        if size is None or size >= len(keys)
+        else [replace(request, episodes=w) for w in waves(keys, size)]
+    )
+    played = [play_rollouts(part, env=env, generator=generator) for part in parts]
+    if len(played) == 1:
+        return played[0]
+    names = dict.fromkeys(name for frames in played for name in frames)  # a wave may have no env_errors
+    return {name: pl.concat([f[name] for f in played if name in f], how="vertical") for name in names}
 
 
 # ---- judgments -----------------------------------------------------------------------------------
