@@ -111,15 +111,21 @@ class RewriteSpace:
 
     def problem(self, spec: Mapping[str, Any]) -> str | None:
         """Why ``spec`` lies outside the space (a key missing, not an integer, out of bounds), or None."""
-        for key, (low, high) in self.bounds.items():
-            if key not in spec:
-                return f"missing key '{key}'"
-            value = spec[key]
-            if isinstance(value, bool) or not isinstance(value, int):
-                return f"'{key}' must be an integer, got {value!r}"
-            if not low <= value <= high:
-                return f"'{key}'={value} is outside [{low}, {high}]"
-        return None
+        return bounds_problem(spec, self.bounds)
+
+
+def bounds_problem(spec: Mapping[str, Any], bounds: Mapping[str, tuple[int, int]]) -> str | None:
+    """Why ``spec`` does not hold every key of ``bounds`` as an integer inside its inclusive bounds, or None:
+    the first key missing, not an integer, or out of bounds (every engine's rewrite check uses it too)."""
+    for key, (low, high) in bounds.items():
+        if key not in spec:
+            return f"missing key '{key}'"
+        value = spec[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"'{key}' must be an integer, got {value!r}"
+        if not low <= value <= high:
+            return f"'{key}'={value} is outside [{low}, {high}]"
+    return None
 
 
 # The judge's prompt when a plug-in brings none ($prompt: the policy's prompt, $response: its answer,

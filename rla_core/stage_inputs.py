@@ -477,12 +477,9 @@ class RolloutInputs(_PlaysEpisodes):
         self, tasks: tuple[PlayTask, ...], *, seed: int, iteration: int, workdir: Path | None
     ) -> RolloutRequest:
         """This iteration's episodes to play: ``rollout.*`` and the policy's history and screens."""
-        return RolloutRequest(
-            tasks=tasks, n=self.rollout.rollouts_per_task, max_steps=self.rollout.max_steps,
-            sampling=self.rollout.sampling, seed=seed, iteration=iteration,
-            history_turns=self.models.history_turns, env_retries=self.rollout.env_retries,
-            invalid_action=self.rollout.invalid_action, images=self.models.images.policy, env=self.env(),
-            workdir=workdir,
+        return _episodes(
+            self, tasks, self.rollout, self.rollout.invalid_action, env_retries=self.rollout.env_retries,
+            seed=seed, iteration=iteration, workdir=workdir,
         )  # fmt: skip
 
 
@@ -508,12 +505,11 @@ class EvaluateInputs(_PlaysEpisodes):
     def request(
         self, tasks: tuple[PlayTask, ...], *, seed: int, iteration: int, workdir: Path | None
     ) -> RolloutRequest:
-        """The held-out episodes to play: ``evaluation.*`` with the rollouts' replays of failed episodes."""
-        return RolloutRequest(
-            tasks=tasks, n=self.evaluation.rollouts_per_task, max_steps=self.evaluation.max_steps,
-            sampling=self.evaluation.sampling, seed=seed, iteration=iteration,
-            history_turns=self.models.history_turns, env_retries=self.rollout.env_retries,
-            images=self.models.images.policy, env=self.env(), workdir=workdir,
+        """The held-out episodes to play: ``evaluation.*`` with the rollouts' replays of failed episodes (the
+        fallback action for an invalid answer, so held-out numbers stay comparable)."""
+        return _episodes(
+            self, tasks, self.evaluation, InvalidAction.FALLBACK, env_retries=self.rollout.env_retries,
+            seed=seed, iteration=iteration, workdir=workdir,
         )  # fmt: skip
 
 
@@ -605,6 +601,26 @@ class TrainRewardInputs(StageInputs):
     cluster: ClusterConfig  # speed only: where launched update workers run
     training: RewardTraining
     models: TrainModels
+
+
+def _episodes(
+    stage: RolloutInputs | EvaluateInputs,
+    tasks: tuple[PlayTask, ...],
+    episodes: RolloutConfig | EvalEpisodes,
+    invalid_action: InvalidAction,
+    *,
+    env_retries: int,
+    seed: int,
+    iteration: int,
+    workdir: Path | None,
+) -> RolloutRequest:
+    """A stage's request: ``episodes`` per task, its step budget and sampling, the policy's history and
+    screens, and the stage's environment section."""
+    return RolloutRequest(
+        tasks=tasks, n=episodes.rollouts_per_task, max_steps=episodes.max_steps, sampling=episodes.sampling,
+        seed=seed, iteration=iteration, history_turns=stage.models.history_turns, env_retries=env_retries,
+        invalid_action=invalid_action, images=stage.models.images.policy, env=stage.env(), workdir=workdir,
+    )  # fmt: skip
 
 
 # ---- what a rollout plays (the rollout and evaluate stages; the unit a shard carries) ------------

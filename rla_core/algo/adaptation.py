@@ -25,6 +25,7 @@ from typing import Any
 from rla_core.algo.labels import ACC_TOL
 from rla_core.config import AdaptationConfig
 from rla_core.errors import RegistryError
+from rla_core.plugins import bounds_problem
 
 
 class Goal(StrEnum):
@@ -160,15 +161,7 @@ class VariantSpace:
                 return f"unknown keys {unknown}; allowed keys are {sorted(self.bounds)}"
             if missing:
                 return f"incomplete: missing keys {missing}"
-        for key, (low, high) in self.bounds.items():
-            if key not in spec:
-                return f"missing key '{key}'"
-            value = spec[key]
-            if isinstance(value, bool) or not isinstance(value, int):
-                return f"'{key}' must be an integer, got {value!r}"
-            if not low <= value <= high:
-                return f"'{key}'={value} is outside [{low}, {high}]"
-        return None
+        return bounds_problem(spec, self.bounds)
 
 
 def variant_problem(

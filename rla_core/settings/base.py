@@ -229,7 +229,8 @@ class OneCallSetting(SettingAdapter, Protocol):
 
 def load_task_file(adapter: SettingAdapter, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
     """:meth:`SettingAdapter.check_task_file` of a setting whose stages' loaders check every task: load
-    the file with them; no warnings (an empty file is an error)."""
+    the file with them; no warnings (an empty file is an error). An adapter declares it as its method
+    (``check_task_file = load_task_file``)."""
     from rla_core.stage_inputs import EvaluateInputs
 
     held_out = isinstance(inputs, EvaluateInputs)
@@ -240,6 +241,14 @@ def load_task_file(adapter: SettingAdapter, inputs: SeedTasksInputs | EvaluateIn
         files = adapter.task_files
         path = files.of(inputs, held_out=held_out) if files is not None else "its task source"
         raise EnvironmentSpecError(f"'{path}' lists no tasks")
+    return []
+
+
+def seed_tasks_loaded(adapter: SettingAdapter, inputs: BootstrapInputs) -> list[str]:
+    """:meth:`SettingAdapter.check_seed_tasks` of a setting whose task files hold its seed tasks: loading
+    them (:func:`load_task_file`) checked every one, nothing more to look at (``check_seed_tasks =
+    seed_tasks_loaded``)."""
+    del adapter, inputs
     return []
 
 

@@ -32,6 +32,7 @@ from rla_core.settings.base import (
     WarmStartData,
     load_task_file,
     resolve_data_path,
+    seed_tasks_loaded,
 )
 from rla_core.stage_inputs import (
     AdaptInputs,
@@ -125,11 +126,8 @@ class CodingSetting:
         """Nothing the preflight checks: the sandbox checks its host when the first stage sets it up."""
         return []
 
-    def check_task_file(self, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
-        return load_task_file(self, inputs)
-
-    def check_seed_tasks(self, inputs: BootstrapInputs) -> list[str]:
-        return []  # loading the problem file checked every problem
+    check_task_file = load_task_file  # the stages' loaders check every task
+    check_seed_tasks = seed_tasks_loaded
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         problems = need(inputs.coding, Setting.CODING).problems

@@ -29,6 +29,7 @@ from rla_core.settings.base import (
     load_task_file,
     resolve_data_path,
     rewrite_requests,
+    seed_tasks_loaded,
 )
 from rla_core.stage_inputs import (
     AdaptInputs,
@@ -92,11 +93,8 @@ class MiniWobSetting:
 
         return load_specs(resolve_data_path(path), known_tasks=available_tasks(default_html_dir()))
 
-    def check_task_file(self, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
-        return load_task_file(self, inputs)
-
-    def check_seed_tasks(self, inputs: BootstrapInputs) -> list[str]:
-        return []  # loading the task file checked every spec
+    check_task_file = load_task_file  # the stages' loaders check every task
+    check_seed_tasks = seed_tasks_loaded
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         path = need(inputs.gui, Setting.GUI).tasks

@@ -39,6 +39,7 @@ from rla_core.settings.base import (
     judged_labels,
     resolve_data_path,
     rewrite_requests,
+    seed_tasks_loaded,
 )
 from rla_core.stage_inputs import (
     AdaptInputs,
@@ -160,8 +161,7 @@ class OsworldSetting:
             "`python -m rla_core.envs.osworld.cache fill` (docs/osworld.md)"
         ]
 
-    def check_seed_tasks(self, inputs: BootstrapInputs) -> list[str]:
-        return []  # loading the task list checked every task
+    check_seed_tasks = seed_tasks_loaded
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         from rla_core.envs.osworld.tasks import task_key

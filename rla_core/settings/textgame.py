@@ -29,6 +29,7 @@ from rla_core.settings.base import (
     load_task_file,
     numbered_jsonl,
     rewrite_requests,
+    seed_tasks_loaded,
 )
 from rla_core.stage_inputs import (
     AdaptInputs,
@@ -139,11 +140,8 @@ class TextGameSetting(Generic[E]):
         """Nothing beyond the Python packages: the games are compiled and played in process."""
         return []
 
-    def check_task_file(self, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
-        return load_task_file(self, inputs)
-
-    def check_seed_tasks(self, inputs: BootstrapInputs) -> list[str]:
-        return []  # loading the task file checked every spec
+    check_task_file = load_task_file  # the stages' loaders check every task
+    check_seed_tasks = seed_tasks_loaded
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
         return _seed_tasks(self.env(need(inputs.textgame, Setting.TEXTGAME)), inputs)
