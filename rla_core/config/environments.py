@@ -136,10 +136,11 @@ class PluginConfig(_Section):
 
     name: str = Field(
         "",
-        description="The plug-in's entry-point name in the 'rlanything.environments' group (an unknown name "
-        "lists the installed ones).",
+        description="The plug-in's entry-point name in the 'rlanything.environments' group (the preflight "
+        "resolves it: an unknown name lists the installed ones).",
     )
     options: dict[str, Any] = Field(
         default_factory=dict,
-        description="The plug-in's own options, validated by its options model when the config is loaded.",
+        description="The plug-in's own options, validated by its options model by the preflight "
+        "(`rla config check`, every run's start) and by each stage that opens the plug-in.",
     )
