@@ -11,7 +11,7 @@ options validated); every use opens one instance through the guarded path
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -101,7 +101,8 @@ class PluginSetting:
         finally:
             env.close()
 
-    def _open(self, section: PluginSection | None) -> Any:
+    def _open(self, section: PluginSection | None) -> AbstractContextManager[GuardedPlugin]:
+        """An instance for a use that plays no rollout (tasks, warm start, rewrites, the preflight)."""
         return self.open_env(need(section, Setting.PLUGIN), max_steps=1)
 
     def prerequisites(self) -> list[str]:
@@ -110,10 +111,10 @@ class PluginSetting:
 
     def check_task_file(self, inputs: SeedTasksInputs | EvaluateInputs) -> list[str]:
         """Both splits of the plug-in's code load and are well-formed (ids, specs); no file to read."""
-        tasks = (
-            self.eval_tasks(inputs, None) if isinstance(inputs, EvaluateInputs) else self.seed_tasks(inputs)
-        )
-        del tasks  # listing them checked them
+        if isinstance(inputs, EvaluateInputs):
+            self.eval_tasks(inputs, None)  # listing them checks them
+        else:
+            self.seed_tasks(inputs)
         return []
 
     def seed_tasks(self, inputs: SeedTasksInputs) -> list[tuple[str, str, dict[str, Any]]]:
