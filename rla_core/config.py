@@ -322,9 +322,11 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "models.cache_dir",
     "textgame.game_cache_dir",
     # OSWorld: how many desktops play at once (episodes are cut into waves, each played alone: the same rows),
-    # and where the downloaded task files live (a missing file makes a task unavailable, never different).
+    # and where the downloaded task files live and come from (a missing file makes a task unavailable, never
+    # different).
     "gui.osworld.desktops",
     "gui.osworld.cache_dir",
+    "gui.osworld.mirrors",
     # Where updates run: same objective, row order and effective batch on every placement;
     # only float reduction order differs (2 CPU processes with one thread each match 1 bit for bit),
     # like tensor_parallel above. training.dtype is NOT here: bf16/fp16 autocast changes the numbers.
@@ -576,8 +578,13 @@ class OsworldConfig(_Section):
     )
     cache_dir: str = Field(
         ".cache/osworld",
-        description="desktop_env's file cache (<cache_dir>/<task id>/…); fill it with "
-        "`python -m rla_core.envs.osworld.cache fill`.",
+        description="desktop_env's file cache (<cache_dir>/<task id>/…); fill it with `rla osworld fetch` "
+        "(downloads) or `python -m rla_core.envs.osworld.cache fill` (a folder of downloaded files).",
+    )
+    mirrors: dict[str, str] = Field(
+        default_factory=dict,
+        description="URL prefix -> base URL or local directory that `rla osworld fetch` downloads task files "
+        "from instead (the rest of the URL is appended; the longest prefix wins; --mirror adds to it).",
     )
     a11y_max_tokens: int = Field(
         600,
