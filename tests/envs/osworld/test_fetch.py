@@ -23,8 +23,8 @@ import pytest
 
 pytest.importorskip("desktop_env", reason="needs desktop-env (scripts/setup.sh, extra osworld)")
 
-from rla_core.envs.osworld import cache, tasks  # noqa: E402
-from rla_core.envs.osworld.fetch import (  # noqa: E402
+from rla_core.envs.osworld import cache, tasks
+from rla_core.envs.osworld.fetch import (
     MANIFEST,
     PARTIAL_DIR,
     FetchOptions,
@@ -35,8 +35,8 @@ from rla_core.envs.osworld.fetch import (  # noqa: E402
     plan,
     probe_sizes,
 )
-from rla_core.envs.osworld.tasks import OsworldTaskError  # noqa: E402
-from tests.flows.conftest import invoke_cli  # noqa: E402
+from rla_core.envs.osworld.tasks import OsworldTaskError
+from tests.flows.conftest import invoke_cli
 
 GD = "https://drive.google.com/uc?id={}&export=download"
 GU = "https://drive.usercontent.google.com/download?id={}&export=download&authuser=0&confirm=t"
@@ -77,7 +77,7 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def do_HEAD(self) -> None:
@@ -149,7 +149,9 @@ def files_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FileServer]:
         httpd.server_close()
 
 
-def example(tid: str, downloads: list[tuple[str, str]], gold: tuple[str, str] | None = None) -> dict[str, Any]:
+def example(
+    tid: str, downloads: list[tuple[str, str]], gold: tuple[str, str] | None = None
+) -> dict[str, Any]:
     """An OSWorld example downloading ``(url, path in the desktop)`` files, with an optional ``cloud_file``."""
     expected = {"type": "cloud_file", "path": gold[0], "dest": gold[1]} if gold else None
     return {
@@ -169,7 +171,9 @@ def mirror_args(server: FileServer) -> list[str]:
     return [f"https://drive.google.com/={server.base('gd')}", f"https://drive.usercontent.google.com/={server.base('gu')}"]  # fmt: skip
 
 
-def serve(server: FileServer, url: str, body: bytes, kind: str = "ok", content_type: str | None = None) -> None:
+def serve(
+    server: FileServer, url: str, body: bytes, kind: str = "ok", content_type: str | None = None
+) -> None:
     """Serve ``body`` at the mirror path of ``url`` (``/gd/…`` for drive.google.com, ``/gu/…`` for usercontent)."""
     located = Mirrors.from_args(mirror_args(server)).locate(url)
     assert isinstance(located, str)
@@ -204,7 +208,9 @@ def test_fetch_fills_every_cache_name_through_the_mirror_and_a_second_fetch_requ
     cache_dir = tmp_path / "cache"
     assert all(tasks.unavailable(t, cache_dir) for t in loaded)
 
-    code = cache.run_fetch([listed], cache_dir, mirrors=Mirrors.from_args(mirror_args(files_server)), options=FAST)
+    code = cache.run_fetch(
+        [listed], cache_dir, mirrors=Mirrors.from_args(mirror_args(files_server)), options=FAST
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert all(tasks.unavailable(t, cache_dir) == [] for t in loaded)  # every file where DesktopEnv reads it
@@ -219,7 +225,7 @@ def test_fetch_fills_every_cache_name_through_the_mirror_and_a_second_fetch_requ
     assert all((cache_dir / name).read_bytes() == body for name, body in want.items())
     assert not (cache_dir / PARTIAL_DIR).exists()
     gets = Counter(path for method, path, _rng in files_server.log if method == "GET")
-    assert gets[f"/gd/uc?id=id-shared&export=download"] == 1  # a URL two tasks share is fetched once
+    assert gets["/gd/uc?id=id-shared&export=download"] == 1  # a URL two tasks share is fetched once
     # the truncated body was resumed from the bytes kept, the stall and the 503 retried
     assert any(rng and rng != "bytes=0-" for _m, path, rng in files_server.log if "id-truncated" in path)
     assert "total" not in out and "to fetch: 6 files from 5 URLs" in out
@@ -230,14 +236,22 @@ def test_fetch_fills_every_cache_name_through_the_mirror_and_a_second_fetch_requ
     assert manifest.columns == ["task_id", "field", "url", "source", "path", "bytes", "sha256"]
     assert set(manifest["path"]) == set(want) and manifest.height == 6
     row = manifest.filter(pl.col("path") == "libreoffice_calc/t1/gold.xlsx").row(0, named=True)
-    assert row["url"] == urls["gold"] and row["source"] == files_server.base("gu") + urls["gold"].split("/", 3)[3]
+    assert (
+        row["url"] == urls["gold"]
+        and row["source"] == files_server.base("gu") + urls["gold"].split("/", 3)[3]
+    )
     assert row["bytes"] == len(bodies["gold"]) and row["task_id"] == "libreoffice_calc/t1"
     import hashlib
 
     assert row["sha256"] == hashlib.sha256(bodies["gold"]).hexdigest()
 
     requests_before = len(files_server.log)
-    assert cache.run_fetch([listed], cache_dir, mirrors=Mirrors.from_args(mirror_args(files_server)), options=FAST) == 0
+    assert (
+        cache.run_fetch(
+            [listed], cache_dir, mirrors=Mirrors.from_args(mirror_args(files_server)), options=FAST
+        )
+        == 0
+    )
     assert len(files_server.log) == requests_before  # nothing downloaded, nothing even asked
     assert pl.read_parquet(cache_dir / MANIFEST).equals(manifest)
     assert "fetched 0 URLs" in capsys.readouterr().out
@@ -262,8 +276,12 @@ def test_each_failure_is_its_own_reason_and_nothing_is_left_under_a_final_name(
     mirrors = Mirrors.from_args(mirror_args(files_server))
     options = FetchOptions(jobs=6, retries=1, timeout_s=0.3, backoff_s=0.01)
     sizes = probe_sizes(downloads, mirrors=mirrors, options=options)
-    assert sizes[urls["size"]] == 2 * len(body) and sizes[urls["page"]] is None and sizes[urls["gone"]] is None
-    outcomes = {o.download.url: o for o in fetch(downloads, cache_dir, mirrors=mirrors, options=options, sizes=sizes)}
+    assert (
+        sizes[urls["size"]] == 2 * len(body) and sizes[urls["page"]] is None and sizes[urls["gone"]] is None
+    )
+    outcomes = {
+        o.download.url: o for o in fetch(downloads, cache_dir, mirrors=mirrors, options=options, sizes=sizes)
+    }
     problems = {name: outcomes[url].problem for name, url in urls.items()}
     assert problems == {
         "gone": Problem.HTTP_STATUS, "cut": Problem.TRUNCATED, "stalls": Problem.TIMEOUT,
@@ -283,7 +301,13 @@ def test_each_failure_is_its_own_reason_and_nothing_is_left_under_a_final_name(
     assert cache.main(["fetch", str(listed), "--cache-dir", str(cache_dir), "--retries", "0", "--timeout", "0.3",
                        *(a for m in mirror_args(files_server) for a in ("--mirror", m))]) == 1  # fmt: skip
     out = capsys.readouterr().out
-    for reason in ("HTTP error status", "truncated transfer", "timed out", "wrong size", "HTML page for a non-HTML file"):
+    for reason in (
+        "HTTP error status",
+        "truncated transfer",
+        "timed out",
+        "wrong size",
+        "HTML page for a non-HTML file",
+    ):
         assert f"| {reason} | 1 |" in out
     assert f"missing libreoffice_calc/t-gone config[0].parameters.files[0]: {urls['gone']} — HTTP error status: HTTP 404 Not Found" in out  # fmt: skip
 
@@ -317,12 +341,17 @@ def test_list_urls_a_local_mirror_the_runnable_filter_and_bad_input(
     files_server: FileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     urls = [GD.format("id-a"), GU.format("id-b"), "https://arxiv.org/pdf/2312.13771.pdf"]
-    root = example("t", [(urls[0], "/home/user/a.xlsx"), (urls[2], "/home/user/p.pdf")], gold=(urls[1], "g.xlsx"))
+    root = example(
+        "t", [(urls[0], "/home/user/a.xlsx"), (urls[2], "/home/user/p.pdf")], gold=(urls[1], "g.xlsx")
+    )
     needs_root = example("s", [(urls[0], "/home/user/a.xlsx")])
     needs_root["config"].append({"type": "execute", "parameters": {"command": "sudo apt-get install x", "shell": True}})  # fmt: skip
     listed = write_list(tmp_path / "tasks.jsonl", [root, needs_root])
     cache_dir, local = tmp_path / "cache", tmp_path / "mirror"
-    mirror = [f"https://drive.google.com/={local}", f"https://drive.usercontent.google.com/={files_server.base('gu')}"]
+    mirror = [
+        f"https://drive.google.com/={local}",
+        f"https://drive.usercontent.google.com/={files_server.base('gu')}",
+    ]
 
     assert cache.main(["fetch", str(listed), "--list-urls", "--cache-dir", str(cache_dir),
                        *(a for m in mirror for a in ("--mirror", m))]) == 0  # fmt: skip
@@ -358,14 +387,16 @@ def test_list_urls_a_local_mirror_the_runnable_filter_and_bad_input(
     fresh = tmp_path / "fresh"
     with pytest.raises(OsworldTaskError, match="--mirror 'nope' has no '='; write PREFIX=TARGET"):
         cache.main(["fetch", str(listed), "--cache-dir", str(fresh), "--mirror", "nope"])
-    with pytest.raises(OsworldTaskError, match="mirror prefix 'drive.google.com' is not an http"):
+    with pytest.raises(OsworldTaskError, match=r"mirror prefix 'drive\.google\.com' is not an http"):
         cache.main(["fetch", str(listed), "--cache-dir", str(fresh), "--mirror", "drive.google.com=/srv"])
     assert not fresh.exists()
     with cache_lock(cache_dir), pytest.raises(OsworldTaskError, match="another fetch holds"):
         fetch(plan(tasks.load_tasks(listed), fresh)[:1], cache_dir)
 
 
-def test_rla_osworld_fetch_reads_the_mirrors_from_the_config(files_server: FileServer, tmp_path: Path) -> None:
+def test_rla_osworld_fetch_reads_the_mirrors_from_the_config(
+    files_server: FileServer, tmp_path: Path
+) -> None:
     url = GD.format("id-cfg")
     files_server.files["/gd/uc?id=id-cfg&export=download"] = Served(blob(2000, 5))
     listed = write_list(tmp_path / "tasks.jsonl", [example("t", [(url, "/home/user/a.xlsx")])])
