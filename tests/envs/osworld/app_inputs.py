@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import datetime
 import io
+import re
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rla_core.envs.osworld.tasks import needed_files, task_cache, task_key
+from rla_core.envs.osworld.tasks import needed_files, task_cache
 
 CALC = "libreoffice_calc/357ef137-7eeb-4c80-a3bb-0951f26a8aff"
+CALC_GOLD = "libreoffice_calc/01b269ae-2111-4a07-81fd-3fcd711993b0"
 WRITER = "libreoffice_writer/0e763496-b6bb-4508-a427-fad0b6c3e195"
 IMPRESS = "libreoffice_impress/ce88f674-ab7a-43da-9201-468d38539e4a"
 GIMP = "gimp/77b8ab4d-994f-43ac-8930-8ca087d7c4b4"
@@ -50,6 +52,40 @@ def work_hours(path: Path) -> None:
     sheet["D3"] = RATE
     sheet["E3"], sheet["E3"].number_format = "=C3*D3", "[h]:mm"
     sheet.sheet_view.selection[0].activeCell = sheet.sheet_view.selection[0].sqref = "E3"
+    book.save(path)
+
+
+LEVELS = [("Ann", "Beginner"), ("Ben", None), ("Cleo", None), ("Dev", "Advanced"), ("Eli", None)]
+
+
+def blank_levels(path: Path) -> None:
+    """Students and their levels, some level cells blank (they mean "as above"); the first blank cell is
+    selected, as the user left it."""
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Sheet1"
+    sheet.append(["Student", "Level"])
+    for row in LEVELS:
+        sheet.append(list(row))
+    sheet.sheet_view.selection[0].activeCell = sheet.sheet_view.selection[0].sqref = "B3"
+    book.save(path)
+
+
+def filled_levels(path: Path) -> None:
+    """The expected sheet, computed apart from any application: the same rows, each blank level filled from the
+    one above by pandas (``ffill``), written by openpyxl."""
+    import openpyxl
+    import pandas as pd
+
+    frame = pd.DataFrame(LEVELS, columns=["Student", "Level"]).ffill()
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Sheet1"
+    sheet.append(list(frame.columns))
+    for row in frame.itertuples(index=False):
+        sheet.append(list(row))
     book.save(path)
 
 
@@ -136,7 +172,9 @@ PREFS = {
     "mailnews.start_page_override.mstone": '"ignore"',
     "app.donation.eoy.version.viewed": "999",
     "datareporting.policy.dataSubmissionPolicyBypassNotification": "true",
-    "ui.prefersReducedMotion": "1",  # menus and panels open at once, not sliding in under an observation
+    # menus, panels and scrolling happen at once, not animated under an observation
+    "ui.prefersReducedMotion": "1",
+    "general.smoothScroll": "false",
 }
 
 
@@ -170,22 +208,27 @@ def big_document(path: Path) -> None:
     document.save(path)
 
 
+# Each file a task downloads, by its plain name (the set-up path's basename, or the getter's ``dest``).
 RECIPES: dict[str, Callable[[Path], None]] = {
-    CALC: work_hours,
-    WRITER: zoo_text,
-    IMPRESS: landscape_slides,
-    GIMP: river_photo,
-    VLC: music_video,
-    THUNDERBIRD: thunderbird_profile,
-    MULTI_APPS: big_document,
+    "Multiply_Time_Number.xlsx": work_hours,
+    "Student_Level_Fill_Blank.xlsx": blank_levels,
+    "Student_Level_Fill_Blank_gold.xlsx": filled_levels,
+    "Dublin_Zoo_Intro.docx": zoo_text,
+    "AM_Last_Page_Template.pptx": landscape_slides,
+    "The_Lost_River_Of_Dreams.jpg": river_photo,
+    "Rick Astley - Never Gonna Give You Up (Official Music Video).mp4": music_video,
+    "thunderbird-profile.tar.gz": thunderbird_profile,
+    "15-MB-docx-file-download.docx": big_document,
 }
+_SET_UP_NAME = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}_(.+)")
 
 
 def fill_cache(cache_dir: Path, tasks: list[dict[str, Any]]) -> None:
-    """Each task's input files, built by its recipe, at the names ``desktop_env`` reads (every file a task
-    needs is built by the one recipe of the task)."""
+    """Every file ``tasks`` download, built by its recipe, at the names ``desktop_env`` reads
+    (``<uuid5(url)>_<name>`` for a set-up file, ``<dest>`` for a getter's)."""
     for task in tasks:
         for _field, _url, name in needed_files(task):
+            plain = match.group(1) if (match := _SET_UP_NAME.fullmatch(name)) else name
             target = task_cache(cache_dir, task) / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            RECIPES[task_key(task)](target)
+            RECIPES[plain](target)

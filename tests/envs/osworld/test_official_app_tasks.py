@@ -1,6 +1,7 @@
 """Official OSWorld tasks of the application domains (LibreOffice Calc, Impress, Writer, GIMP, VLC, Thunderbird,
-multi_apps) as acceptance tests: one task per domain, as published (evaluator unmodified), its input files
-built to the instruction's premises (``app_inputs.py``) where ``desktop_env`` reads them, played through
+multi_apps) as acceptance tests: one task per domain (two for Calc: one whose evaluator compares with an
+expected file, built apart from the solution), as published (evaluator unmodified), its input files built to
+the instruction's premises (``app_inputs.py``) where ``desktop_env`` reads them, played through
 :class:`OsworldEnv` as a policy's choices: our scripted solution scores 1, ``DONE`` alone scores 0.
 
 After each task's own set-up (OSWorld's ``open`` or ``launch`` steps) the application's window is listed and
@@ -45,6 +46,7 @@ MAX_CLICKS = 60
 # The window each task's own set-up opens (a substring of its title in the window list).
 WINDOWS = {
     app_inputs.CALC: "Multiply_Time_Number.xlsx - LibreOffice Calc",
+    app_inputs.CALC_GOLD: "Student_Level_Fill_Blank.xlsx - LibreOffice Calc",
     app_inputs.WRITER: "Dublin_Zoo_Intro.docx - LibreOffice Writer",
     app_inputs.IMPRESS: "AM_Last_Page_Template.pptx - LibreOffice Impress",
     app_inputs.GIMP: "GIMP",
@@ -123,7 +125,9 @@ def test_application_tasks_score_1_solved_and_0_untouched(tmp_path: Path) -> Non
                 assert episode.desktop is not None
                 listed = WINDOWS[name] in sh(episode.desktop, "wmctrl -l")["output"]
                 shot = screenshot(episode.desktop.url)
-                shot.resize((480, 270)).save(figures / f"{spec['domain']}.png", optimize=True)
+                shot.resize((480, 270)).save(
+                    figures / f"{spec['domain']}-{spec['id'][:8]}.png", optimize=True
+                )
                 changed = differs(shot, empty)
                 for action in solution:
                     if action not in episode.admissible_actions or episode.expert_actions() != [action]:
