@@ -131,7 +131,7 @@ class Mirrors:
     def parse(cls, mapping: Mapping[str, str], *, where: str) -> Mirrors:
         """Checked rules from ``{prefix: target}``; ``where`` names their origin in the error."""
         for prefix, target in mapping.items():
-            if not isinstance(prefix, str) or not _is_url(prefix) or "://" not in prefix.rstrip("/"):
+            if not isinstance(prefix, str) or not _is_url(prefix):
                 raise OsworldTaskError(
                     f"{where}: mirror prefix {prefix!r} is not an http(s) URL prefix; write "
                     "PREFIX=TARGET, e.g. https://drive.google.com/=https://mirror.example/drive/"
