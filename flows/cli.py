@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flows import signals
+from flows.arms import ARMS
 from flows.process_env import apply_process_defaults
 from rla_core.config import ProblemFormat, RunConfig, load_config, resolve_config
 from rla_core.errors import PREFLIGHT_EXIT_CODE, PreflightError, RlaError
@@ -401,7 +402,7 @@ def study(
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a base-config key.")] = None,
     arms: Annotated[
         str | None,
-        typer.Option(help="Comma-separated arms: outcome-only, policy, reward, full, stepwise-only."),
+        typer.Option(help=f"Comma-separated arms: {', '.join(ARMS)}."),
     ] = None,
     seeds: Annotated[str | None, typer.Option(help="A count (3) or a list (1,2,3) of seeds.")] = None,
     root: Annotated[str | None, typer.Option("--root", help="Artifact root (default: the config's).")] = None,
