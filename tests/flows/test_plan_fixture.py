@@ -69,6 +69,10 @@ NEW_KEYS = {
     "models.images.reward",
     "rollout.env_retries",
     "rollout.max_env_error_share",
+    # packed micro-batches (docs/configuration.md)
+    "training.policy.max_tokens_per_micro_batch",
+    "training.reward.max_tokens_per_micro_batch",
+    "training.sft_max_tokens_per_micro_batch",
 }
 # Metrics added after the fixture was made (docs/environment-errors.md; the judge's balanced accuracy).
 NEW_METRICS = {
@@ -77,6 +81,11 @@ NEW_METRICS = {
     "reward_model/step_balanced_accuracy",
     "reward_model/good_verdict_share",
     "reward_model/good_step_share",
+    # the share of padding in the updates' and warm starts' forward passes
+    "policy/padding_share",
+    "reward_model/padding_share",
+    "policy/warm_start_padding_share",
+    "reward_model/warm_start_padding_share",
 }
 
 
