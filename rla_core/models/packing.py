@@ -100,7 +100,8 @@ def lay_out(seqs: Sequence[Sequence[int]], first_scored: Sequence[int], *, pack_
     """The :class:`Layout` of token rows ``seqs`` whose tokens from ``first_scored[b]`` on are scored.
 
     ``pack_len``: None lays the rows out right-padded; an int packs them (:func:`pack_rows`) into packs of
-    at most that many tokens (at least the longest row). ``1 <= first_scored[b] <= len(seqs[b])``: token 0
+    at most that many tokens (at least the longest row) — unless no two rows share a pack, which is the
+    padded layout (one row per tensor row) and is returned as that. ``1 <= first_scored[b] <= len(seqs[b])``: token 0
     has no position before it to predict it, and a row may have nothing scored.
 
     Example: rows [7, 8, 9] (prompt 7, response 8 9) and [5, 6] (prompt 5, response 6), packed into one
@@ -122,12 +123,14 @@ def lay_out(seqs: Sequence[Sequence[int]], first_scored: Sequence[int], *, pack_
             raise ModelError(f"row {b}: first scored token {first} outside 1..{len(seq)}")
     lengths = [len(s) for s in seqs]
     # Each tensor row as a list of (row, offset) placements, in order along the tensor row.
-    if pack_len is None:
-        rows_of = [[b] for b in range(len(seqs))]
-        width = max(lengths)
-    else:
+    rows_of = [[b] for b in range(len(seqs))]
+    if pack_len is not None:
         rows_of = pack_rows(lengths, pack_len=pack_len)
-        width = max(sum(lengths[b] for b in pack) for pack in rows_of)
+        if all(len(pack) == 1 for pack in rows_of):
+            # No two rows share a pack: the padded layout is the same tensors (rows in order), and the
+            # padding-mask path transformers takes for it; nothing to gain from packing.
+            rows_of, pack_len = [[b] for b in range(len(seqs))], None
+    width = max(sum(lengths[b] for b in pack) for pack in rows_of)
     ids = [[0] * width for _ in rows_of]
     positions = [[0] * width for _ in rows_of]
     attention = [[0] * width for _ in rows_of]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import polars as pl
@@ -68,7 +69,7 @@ def sft(
 
     Returns metrics: loss (last epoch mean), first_loss (first epoch mean), rows_in, rows_used,
     rows_dropped_too_long, optimizer_steps, padding_share (of the positions the forward passes computed),
-    noop.
+    loop_s (seconds of the epochs), noop.
     """
     import torch
 
@@ -109,6 +110,7 @@ def sft(
     epoch_losses: list[float] = []
     steps = 0
     row_tokens = slots = 0
+    started = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         gen = torch.Generator().manual_seed(seed)
         torch.manual_seed(seed)
@@ -161,6 +163,7 @@ def sft(
                 count += len(batch)
             epoch_losses.append(total / count)
         counter.finish()
+    loop_s = time.perf_counter() - started
     write_checkpoint_atomically(
         out_dir, lambda tmp: save_checkpoint(model, tokenizer, tmp, source=Path(model_dir))
     )
@@ -170,5 +173,6 @@ def sft(
         "first_loss": epoch_losses[0],
         "optimizer_steps": float(steps),
         "padding_share": 1.0 - row_tokens / slots,
+        "loop_s": loop_s,
         "noop": 0.0,
     }

@@ -86,6 +86,8 @@ NEW_METRICS = {
     "reward_model/padding_share",
     "policy/warm_start_padding_share",
     "reward_model/warm_start_padding_share",
+    "policy/warm_start_loop_s",
+    "reward_model/warm_start_loop_s",
 }
 
 

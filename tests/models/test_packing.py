@@ -97,13 +97,18 @@ def test_packed_layout_boundaries_positions_and_tail() -> None:
 
 
 def test_layout_rows_scores_the_response_or_the_whole_row_and_keeps_images_padded() -> None:
-    rows = [TrainRow([1, 2, 3], [4, 5], 1.0), TrainRow([6], [7], -1.0)]
+    # Lengths 5, 2, 2: packs of 5 hold [5] and [2 + 2].
+    rows = [TrainRow([1, 2, 3], [4, 5], 1.0), TrainRow([6], [7], -1.0), TrainRow([8], [9], 0.5)]
     response = layout_rows(rows, packed=True)
-    assert response.targets.tolist() == [4, 5, 7] and response.packed
+    assert response.targets.tolist() == [4, 5, 7, 9] and response.packed and response.slots == 10
     whole = layout_rows(rows, packed=True, score_prompt=True)
-    assert whole.targets.tolist() == [2, 3, 4, 5, 7]
-    with_image = [rows[0], TrainRow([6], [7], -1.0, ("screen.png",))]
+    assert whole.targets.tolist() == [2, 3, 4, 5, 7, 9]
+    # An image row keeps the micro-batch right-padded (its model derives positions from the mask).
+    with_image = [*rows[:2], TrainRow([8], [9], 0.5, ("screen.png",))]
     assert not layout_rows(with_image, packed=True).packed
+    # Lengths 5 and 2 in packs of 5: each alone, which is the padded layout itself (rows in order).
+    apart = layout_rows(rows[:2], packed=True)
+    assert not apart.packed and apart.ids.tolist() == layout_rows(rows[:2], packed=False).ids.tolist()
 
 
 def test_micro_batches_cut_by_tokens_and_plan_keeps_ranks_aligned() -> None:
