@@ -93,7 +93,7 @@ def from_run(root: str, run_id: str, work: Path) -> tuple[pl.DataFrame, Path]:
 
 
 def _configs(max_tokens: int) -> dict[str, TrainConfig]:
-    padded = TrainConfig(lr=1e-4, update_per_step=4, micro_batch_size=8)
+    padded = TrainConfig(lr=1e-4, update_per_step=4, micro_batch_size=8, max_tokens_per_micro_batch=None)
     return {"padded": padded, "packed": padded.model_copy(update={"max_tokens_per_micro_batch": max_tokens})}
 
 

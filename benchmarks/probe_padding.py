@@ -181,7 +181,9 @@ def probe_run(root: str, run_id: str, max_tokens: int, work: Path) -> dict[str, 
             out[f"warm start {role}"] = sft_shares(
                 rows, ckpt[role], batch=DEMO_BATCH, seed=seed, max_tokens=max_tokens
             )
-    return {part: shares.summary() for part, shares in out.items()}
+    return {
+        part: shares.summary() for part, shares in out.items() if shares.rows
+    }  # an empty part: nothing ran
 
 
 def main() -> None:

@@ -676,7 +676,7 @@ class TrainConfig(_Section):
     grad_clip: float = Field(1.0, gt=0.0, description="Gradient norm clip.")
     micro_batch_size: int = Field(8, ge=1, description="Rows per forward pass (memory knob only).")
     max_tokens_per_micro_batch: int | None = Field(
-        None,
+        8192,
         ge=1,
         description="Pack rows: a forward pass holds at most this many tokens (and micro_batch_size rows), "
         "end to end with positions restarting per row instead of right-padded; null pads.",
@@ -715,7 +715,7 @@ class TrainingConfig(_Section):
     reward: TrainConfig = Field(default_factory=TrainConfig, description="The reward model's update.")
     sft_lr: float = Field(3e-3, gt=0.0, lt=1.0, description="Learning rate of warm-start SFT.")
     sft_max_tokens_per_micro_batch: int | None = Field(
-        None,
+        8192,
         ge=1,
         description="Pack warm-start SFT rows as training.*.max_tokens_per_micro_batch does: each optimizer "
         "step's rows in forward passes of at most this many tokens; null pads (one pass per step).",

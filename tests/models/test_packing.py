@@ -244,7 +244,7 @@ def test_packed_update_equals_padded_update(tiny_model: Path, tmp_path: Path) ->
     update (2.0e-3); bound 1%. A row attending to its neighbour moves its log-probs by ~0.2 nats (above).
     """
     rows = pl.concat([ROWS, ROWS])
-    padded_cfg = TrainConfig(lr=1e-3, update_per_step=2, micro_batch_size=8)
+    padded_cfg = TrainConfig(lr=1e-3, update_per_step=2, micro_batch_size=8, max_tokens_per_micro_batch=None)
     packed_cfg = padded_cfg.model_copy(update={"max_tokens_per_micro_batch": 64})
     padded = rl_update(tiny_model, rows, cfg=padded_cfg, out_dir=tmp_path / "pad", seed=0, lora=LoraConfig())
     packed = rl_update(tiny_model, rows, cfg=packed_cfg, out_dir=tmp_path / "pack", seed=0, lora=LoraConfig())
