@@ -3,24 +3,25 @@
 Row sources (each its own model, as a run would train it):
 
 - ``run``: the last ``policy_samples`` of a finished run (``--root``/``--run``; e.g. a short run of a shipped
-  preset) with the run's bootstrapped policy, or none when no run is given;
-- ``wide``: synthetic rows, prompt 16-640 and response 4-96 tokens (uniform), on a tiny default-arch
-  policy bootstrapped from their text: RL-like spread, much padding;
-- ``narrow``: synthetic rows, prompt 300-330 and response 20-24 tokens: little padding, nothing to pack.
+  preset) with the run's bootstrapped policy (none when no run is given);
+- synthetic rows (:data:`SYNTHETIC`), on a tiny default-arch policy bootstrapped from their text: ``wide``
+  (lengths uniform over a wide range), ``skewed`` (mostly short rows, a fifth long), ``narrow`` (about equal
+  lengths: nothing shares a pack, so packing must cost nothing).
 
 For each source, interleaved in this process (padded, packed, padded, packed, …; ``--repeats`` each, after
 one warm-up of each): ``rl_update`` (``micro_batch_size`` 8, ``update_per_step`` 4, lr 1e-4, one process)
-and ``sft`` (one epoch, batches of 8) with and without ``max_tokens_per_micro_batch`` (``--max-tokens``).
+and ``sft`` (one epoch, batches of 8) with ``max_tokens_per_micro_batch`` null and ``--max-tokens``.
 Reported: median ``loop_s`` (the update's π_old pass + steps; SFT's epoch), useful tokens/s (real row
 tokens / loop_s), the ratio padded / packed of those and of the CPU seconds of the whole call
-(``time.process_time``: less at the mercy of other jobs on a shared machine than wall time), and each
-path's ``padding_share``. Both paths compute logits at scored positions only; ``--logits`` adds a
-forward + backward timing (CPU seconds) of the padded micro-batches with logits at every position (what
-the trainer did before ``logits_to_keep``) vs at response positions only. ``--memory``: each path's update
-once more in a fresh process, its resident set sampled every 2 ms; the peak's excess over the start is
-what the update's tensors took. Threads: ``--threads`` (default 2).
+(``time.process_time``, checkpoint load and save included: less at the mercy of other jobs on a shared
+machine than wall time), and each path's ``padding_share``. ``--forward`` adds the CPU seconds of forward +
+backward over the same micro-batches in three layouts (:func:`forward_timing`: as before this change,
+padded with logits at response positions, packed). ``--memory``: each path's update once more in a fresh
+process, its resident set sampled every 2 ms; the peak's excess over the start is what the update's
+tensors took. Threads: ``--threads`` (default 2).
 
-Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_packing.py [--root RUNS --run default] (~10 min on 2 busy cores)
+Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_packing.py [--root RUNS --run default] --forward --memory
+(~15 min on 2 busy cores)
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ import torch
 from rla_core.config import LoraConfig, TrainConfig
 from rla_core.models.sft import sft
 from rla_core.models.update import rl_update
+
+# Synthetic length distributions, in words (about one token each with a tokenizer trained on them): parts of
+# (share of the rows, prompt words, response words), lengths uniform within each part.
+SYNTHETIC = {
+    "wide": [(1.0, (12, 480), (3, 72))],  # uniform: RL-like spread, ~40 % padding
+    "skewed": [(0.8, (12, 90), (3, 24)), (0.2, (300, 480), (24, 72))],  # mostly short, a long tail
+    "narrow": [(1.0, (225, 248), (15, 18))],  # about equal: little padding, nothing shares a pack
+}
 
 WORDS = [
     "take",
@@ -147,29 +156,37 @@ def peak_rss(
     return result
 
 
-def logits_timing(model_dir: Path, rows: pl.DataFrame, repeats: int) -> dict[str, float]:
-    """Forward + backward of the padded micro-batches (8 rows, file order): logits at every position vs at
-    response positions only (median seconds over ``repeats``, interleaved)."""
+def forward_timing(model_dir: Path, rows: pl.DataFrame, repeats: int) -> dict[str, float]:
+    """CPU seconds of forward + backward over the update's micro-batches (8 rows, file order), median of
+    ``repeats`` interleaved rounds after one warm-up, in three layouts of the same rows:
+
+    - ``before``: what the trainer did before this change, replicated: right-padded rows and logits at
+      every position of the padded width, padding included (each row padded with id 0 to the width);
+    - ``padded``: right-padded, logits at response positions only (``logits_to_keep``);
+    - ``packed``: packed (packs as long as the micro-batch's longest row), logits at response positions.
+    """
     from transformers import AutoTokenizer
 
     from rla_core.models.checkpoints import load_fp32
     from rla_core.models.logprobs import scored_token_logps
-    from rla_core.models.packing import lay_out
-    from rla_core.models.rows import prepare_rl_rows
+    from rla_core.models.packing import lay_out, layout_rows
+    from rla_core.models.rows import TrainRow, prepare_rl_rows
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prepared, _ = prepare_rl_rows(rows, tokenizer, TrainConfig())
     model = load_fp32(model_dir)
     model.train()
     batches = [prepared[i : i + 8] for i in range(0, len(prepared), 8)]
+
+    def before(batch: list[TrainRow]) -> Any:
+        width = max(len(r.prompt_ids) + len(r.response_ids) for r in batch)
+        seqs = [r.prompt_ids + r.response_ids for r in batch]
+        return lay_out([s + [0] * (width - len(s)) for s in seqs], [1] * len(batch), pack_len=None)
+
     layouts = {
-        "all positions": [
-            lay_out([r.prompt_ids + r.response_ids for r in b], [1] * len(b), pack_len=None) for b in batches
-        ],
-        "response only": [
-            lay_out([r.prompt_ids + r.response_ids for r in b], [len(r.prompt_ids) for r in b], pack_len=None)
-            for b in batches
-        ],
+        "before": [before(b) for b in batches],
+        "padded": [layout_rows(b, packed=False) for b in batches],
+        "packed": [layout_rows(b, packed=True) for b in batches],
     }
     times: dict[str, list[float]] = {k: [] for k in layouts}
     for _ in range(repeats + 1):
@@ -223,10 +240,12 @@ def bench_source(
             "padded_padding_share": round(runs["padded"][-1]["padding_share"], 3),
             "packed_padding_share": round(runs["packed"][-1]["padding_share"], 3),
         }  # fmt: skip
-    if args.logits:
-        t = logits_timing(model, rows, args.repeats)
-        out["logits"] = {k: round(v, 3) for k, v in t.items()} | {
-            "speedup": round(t["all positions"] / t["response only"], 3)
+    if args.forward:
+        t = forward_timing(model, rows, args.repeats)
+        out["forward_cpu_s"] = {k: round(v, 3) for k, v in t.items()} | {
+            "speedup_logits_to_keep": round(t["before"] / t["padded"], 3),
+            "speedup_packing": round(t["padded"] / t["packed"], 3),
+            "speedup_both": round(t["before"] / t["packed"], 3),
         }
     if args.memory:
         out["peak_rss_mib"] = {}
@@ -248,9 +267,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--logits", action="store_true", help="also time logits at every position")
+    parser.add_argument("--forward", action="store_true", help="also time forward + backward per layout")
     parser.add_argument("--memory", action="store_true", help="also measure peak RSS in fresh processes")
-    parser.add_argument("--sources", default="run,wide,narrow")
+    parser.add_argument("--sources", default="run,wide,skewed,narrow")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -263,9 +282,14 @@ def main() -> None:
         for name in args.sources.split(","):
             if name == "run" and args.run:
                 sources[f"run {args.run}"] = from_run(args.root, args.run, work / args.run)
-            elif name in ("wide", "narrow"):
-                spans = {"wide": ((12, 480), (3, 72)), "narrow": ((225, 248), (15, 18))}[name]
-                rows = synthetic(args.rows, *spans, seed=0)
+            elif name in SYNTHETIC:
+                rows = pl.concat(
+                    [
+                        synthetic(round(args.rows * share), p, r, seed=i)
+                        for i, (share, p, r) in enumerate(SYNTHETIC[name])
+                    ]
+                )
+                rows = rows.sample(fraction=1.0, shuffle=True, seed=0)  # the long rows spread over the file
                 corpus = rows["prompt"].to_list() + rows["response"].to_list()
                 sources[name] = (rows, ensure_tiny_model("policy", corpus=corpus, cache_dir=work / "models"))
         for name, (rows, model) in sources.items():

@@ -129,7 +129,9 @@ def sft_shares(rows: pl.DataFrame, checkpoint: Path, *, batch: int, seed: int, m
     return out
 
 
-def probe_run(root: str, run_id: str, max_tokens: int, work: Path) -> dict[str, dict[str, float]]:
+def probe_run(
+    root: str, run_id: str, max_tokens: int, work: Path, *, warm_start: bool
+) -> dict[str, dict[str, float]]:
     from flows.runs import load_run_config
     from rla_core.envs.demos import reading_drills
     from rla_core.settings import adapter_of
@@ -165,7 +167,8 @@ def probe_run(root: str, run_id: str, max_tokens: int, work: Path) -> dict[str, 
     seed = stage_seed(cfg.seed, 0, "bootstrap") if seed is None else seed
     data = adapter_of(inputs).warm_start(inputs, seed=seed, workdir=work / run_id / "demos")
     chat = cfg.models.serving.chat_template
-    if cfg.models.warm_start and cfg.models.policy_reading_drills > 0:
+    warm_start = warm_start or cfg.models.warm_start
+    if warm_start and cfg.models.policy_reading_drills > 0:
         prompts = sorted(set(data.policy_rows["prompt"].to_list()))
         drills = reading_drills(prompts, n=cfg.models.policy_reading_drills, seed=seed)
         # The drills' loss counts prompt tokens (weight 0.25): their prompt logits stay computed.
@@ -176,7 +179,7 @@ def probe_run(root: str, run_id: str, max_tokens: int, work: Path) -> dict[str, 
         ("policy", data.policy_rows, cfg.models.warm_start_epochs),
         ("reward", data.reward_rows, cfg.models.reward_warm_start_epochs or cfg.models.warm_start_epochs),
     ):
-        if cfg.models.warm_start and epochs > 0 and rows.height:
+        if warm_start and epochs > 0 and rows.height:
             rows = format_image_rows(ckpt[role], rows, chat=chat)
             out[f"warm start {role}"] = sft_shares(
                 rows, ckpt[role], batch=DEMO_BATCH, seed=seed, max_tokens=max_tokens
@@ -192,6 +195,13 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", help="run ids")
     parser.add_argument("--max-tokens", type=int, default=8192, help="packed micro-batch budget")
     parser.add_argument("--json", type=Path, help="also write the table as JSON here")
+    parser.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="probe the warm start's rows even where the run turned models.warm_start off (a run made "
+        "without one to save time: its update rows come from an untrained policy, its warm-start rows "
+        "are built here as the preset's would be)",
+    )
     args = parser.parse_args()
     results: dict[str, Any] = {}
     header = ("run", "part", "rows", "micro-batches", "tokens", "padding", "logits: prompt", "response",
@@ -200,7 +210,9 @@ def main() -> None:
     print("|" + "---|" * len(header))
     with tempfile.TemporaryDirectory(prefix="probe-padding-") as tmp:
         for run_id in args.runs:
-            results[run_id] = probe_run(args.root, run_id, args.max_tokens, Path(tmp))
+            results[run_id] = probe_run(
+                args.root, run_id, args.max_tokens, Path(tmp), warm_start=args.warm_start
+            )
             for part, s in results[run_id].items():
                 cells = (run_id, part, s["rows"], s["micro_batches"], s["tokens"], s["padding_share"],
                          s["prompt_logit_share"], s["response_logit_share"], s["padding_logit_share"],

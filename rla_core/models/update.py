@@ -101,9 +101,14 @@ def rl_update(
     gradient mean is undone by a factor W). An empty batch or all-zero advantages make no step: the
     input checkpoint is copied and ``noop=1`` is recorded. ``placement`` defaults to one CPU process.
 
+    Micro-batches hold at most ``cfg.micro_batch_size`` rows and, with ``cfg.max_tokens_per_micro_batch``,
+    at most that many tokens, packed (:mod:`rla_core.models.packing`); the loss does not depend on how
+    rows are laid out, up to float rounding. Logits are computed at response positions only.
+
     Returns metrics: loss, pg_loss, kl, clip_fraction, grad_norm (means; pre-clip norm), kl_first_micro_step,
     rows_in, rows_used, rows_dropped_prompt_too_long, rows_dropped_empty, rows_truncated,
-    optimizer_steps, grad_accum (= G), processes, loop_s (seconds of π_old pass + updates, rank 0), noop
+    optimizer_steps, grad_accum (= G), processes, padding_share (of the positions the update's forward
+    passes computed, all ranks), loop_s (seconds of π_old pass + updates, rank 0), noop
     (and noop_empty_batch / noop_zero_advantages).
     """
     from transformers import AutoTokenizer

@@ -241,11 +241,25 @@ def _status_rows(text: str) -> list[tuple[str, ...]]:
         if _names_follow_samples(rows[-1][0], rows[-1][1]):
             continue
         if metric and not metric.startswith("timing_s/") and metric not in NEW_METRICS:
-            values = (
-                SAME_KERNELS and not _wall_clock(metric) and f"{rows[-1][0]}/{rows[-1][1]}" not in SAMPLED
-            )
+            stage = f"{rows[-1][0]}/{rows[-1][1]}"
+            values = SAME_KERNELS and not _wall_clock(metric) and stage not in SAMPLED | PACKED
             rows[-1].append(cells[-1] if values else metric)
     return [tuple(r) for r in rows]
+
+
+def _packed_values(text: str) -> dict[str, float]:
+    """The values `rla status --full` shows for the PACKED stages' metrics (compared to float rounding)."""
+    out: dict[str, float] = {}
+    stage = ""
+    for line in text.splitlines():
+        if not line.startswith("│"):
+            continue
+        cells = [c.strip() for c in line.strip("│").split("│")]
+        stage = f"{cells[0]}/{cells[1]}" if cells[0] else stage
+        metric, _, value = cells[-1].partition("=")
+        if stage in PACKED and value and metric not in NEW_METRICS and not _wall_clock(metric):
+            out[metric] = float(value)
+    return out
 
 
 def test_status_full_shows_what_it_showed(flow_env: FlowEnv, base_run: tuple[Path, str]) -> None:
@@ -254,6 +268,9 @@ def test_status_full_shows_what_it_showed(flow_env: FlowEnv, base_run: tuple[Pat
     before = (FIXTURE / "status_full.txt").read_text()
     assert _status_rows(now) == _status_rows(before)
     assert len(_status_rows(now)) == 17  # 3 set-up stages + 2 iterations of 7
+    if SAME_KERNELS:
+        assert _packed_values(now) == pytest.approx(_packed_values(before), rel=1e-4)
+        assert len(_packed_values(before)) == 14  # the warm start's 7 metrics of each model
 
 
 def _normalise(text: str, run_id: str, root: str) -> str:
