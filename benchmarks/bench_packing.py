@@ -4,6 +4,8 @@ Row sources (each its own model, as a run would train it):
 
 - ``run``: the last ``policy_samples`` of a finished run (``--root``/``--run``; e.g. a short run of a shipped
   preset) with the run's bootstrapped policy (none when no run is given);
+- ``drills``: ``--drills`` reading drills (``rla_core.envs.demos.reading_drills``) on that run's policy
+  prompts, trained as the warm start trains them (SFT only: batches of 16, prompt in the loss);
 - synthetic rows (:data:`SYNTHETIC`), on a tiny default-arch policy bootstrapped from their text: ``wide``
   (lengths uniform over a wide range), ``skewed`` (mostly short rows, a fifth long), ``narrow`` (about equal
   lengths: nothing shares a pack, so packing must cost nothing).
@@ -200,25 +202,50 @@ def forward_timing(model_dir: Path, rows: pl.DataFrame, repeats: int) -> dict[st
 
 
 def bench_source(
-    name: str, rows: pl.DataFrame, model: Path, args: argparse.Namespace, work: Path
+    name: str, rows: pl.DataFrame, model: Path, args: argparse.Namespace, work: Path, *, drills: bool = False
 ) -> dict[str, Any]:
+    """``drills``: the rows are reading drills, trained as the warm start trains them (SFT only: batches of
+    16, prompt tokens in the loss at weight 0.25, cosine schedule); otherwise update and plain SFT."""
+    from rla_core.settings.warm_start import READING_BATCH_SIZE, READING_PROMPT_WEIGHT
+
     cfgs = _configs(args.max_tokens)
-    demos = rows.drop("advantage")
+    demos = rows.drop("advantage") if "advantage" in rows.columns else rows
+    recipe = {"batch_size": READING_BATCH_SIZE, "prompt_weight": READING_PROMPT_WEIGHT, "cosine": True}
     update: dict[str, list[dict[str, float]]] = {k: [] for k in cfgs}
     warm: dict[str, list[dict[str, float]]] = {k: [] for k in cfgs}
     for repeat in range(args.repeats + 1):  # the first round warms up and is dropped
         for path, cfg in cfgs.items():
-            cpu = time.process_time()
-            m = rl_update(
-                model, rows, cfg=cfg, out_dir=work / f"{name}-rl-{path}-{repeat}", seed=0, lora=LoraConfig()
-            )
-            update[path].append({**m, "cpu_s": time.process_time() - cpu})
+            if not drills:
+                cpu = time.process_time()
+                m = rl_update(
+                    model,
+                    rows,
+                    cfg=cfg,
+                    out_dir=work / f"{name}-rl-{path}-{repeat}",
+                    seed=0,
+                    lora=LoraConfig(),
+                )
+                update[path].append({**m, "cpu_s": time.process_time() - cpu})
             cpu = time.process_time()
             s = sft(
                 model, demos, out_dir=work / f"{name}-sft-{path}-{repeat}", epochs=1, lr=1e-4, seed=0,
-                max_tokens_per_micro_batch=cfg.max_tokens_per_micro_batch,
+                max_tokens_per_micro_batch=cfg.max_tokens_per_micro_batch, **(recipe if drills else {}),
             )  # fmt: skip
             warm[path].append({**s, "cpu_s": time.process_time() - cpu})
+    if drills:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model)
+        tokens = sum(
+            len(tokenizer(p + r, add_special_tokens=False)["input_ids"]) + 1
+            for p, r in demos.select("prompt", "response").iter_rows()
+        )
+        return {
+            "rows": demos.height,
+            "tokens": tokens,
+            "load": os.getloadavg()[0],
+            "sft": _summary(warm, tokens),
+        }
     from transformers import AutoTokenizer
 
     from rla_core.models.rows import prepare_rl_rows
@@ -228,18 +255,7 @@ def bench_source(
     tokens = sum(len(r.prompt_ids) + len(r.response_ids) for r in prepared)
     sft_tokens = tokens + len(prepared)  # + EOS per row
     out: dict[str, Any] = {"rows": len(prepared), "tokens": tokens, "load": os.getloadavg()[0]}
-    for part, runs, n_tokens in (("update", update, tokens), ("sft", warm, sft_tokens)):
-        loop = {k: statistics.median(m["loop_s"] for m in v[1:]) for k, v in runs.items()}
-        cpu = {k: statistics.median(m["cpu_s"] for m in v[1:]) for k, v in runs.items()}
-        out[part] = {
-            "padded_cpu_s": round(cpu["padded"], 3), "packed_cpu_s": round(cpu["packed"], 3),
-            "speedup_cpu": round(cpu["padded"] / cpu["packed"], 3),
-            "padded_loop_s": round(loop["padded"], 3), "packed_loop_s": round(loop["packed"], 3),
-            "padded_tokens_s": round(n_tokens / loop["padded"]), "packed_tokens_s": round(n_tokens / loop["packed"]),
-            "speedup": round(loop["padded"] / loop["packed"], 3),
-            "padded_padding_share": round(runs["padded"][-1]["padding_share"], 3),
-            "packed_padding_share": round(runs["packed"][-1]["padding_share"], 3),
-        }  # fmt: skip
+    out["update"], out["sft"] = _summary(update, tokens), _summary(warm, sft_tokens)
     if args.forward:
         t = forward_timing(model, rows, args.repeats)
         out["forward_cpu_s"] = {k: round(v, 3) for k, v in t.items()} | {
@@ -259,6 +275,21 @@ def bench_source(
     return out
 
 
+def _summary(runs: dict[str, list[dict[str, float]]], tokens: int) -> dict[str, float]:
+    """Medians over the timed rounds (the first, a warm-up, dropped) of each path, and their ratios."""
+    loop = {k: statistics.median(m["loop_s"] for m in v[1:]) for k, v in runs.items()}
+    cpu = {k: statistics.median(m["cpu_s"] for m in v[1:]) for k, v in runs.items()}
+    return {
+        "padded_cpu_s": round(cpu["padded"], 3), "packed_cpu_s": round(cpu["packed"], 3),
+        "speedup_cpu": round(cpu["padded"] / cpu["packed"], 3),
+        "padded_loop_s": round(loop["padded"], 3), "packed_loop_s": round(loop["packed"], 3),
+        "padded_tokens_s": round(tokens / loop["padded"]), "packed_tokens_s": round(tokens / loop["packed"]),
+        "speedup": round(loop["padded"] / loop["packed"], 3),
+        "padded_padding_share": round(runs["padded"][-1]["padding_share"], 3),
+        "packed_padding_share": round(runs["packed"][-1]["padding_share"], 3),
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", help="artifact root of a finished run")
@@ -269,7 +300,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--forward", action="store_true", help="also time forward + backward per layout")
     parser.add_argument("--memory", action="store_true", help="also measure peak RSS in fresh processes")
-    parser.add_argument("--sources", default="run,wide,skewed,narrow")
+    parser.add_argument("--sources", default="run,wide,skewed,narrow", help="also: drills (needs --run)")
+    parser.add_argument("--drills", type=int, default=512, help="reading drills of the drills source")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -282,6 +314,12 @@ def main() -> None:
         for name in args.sources.split(","):
             if name == "run" and args.run:
                 sources[f"run {args.run}"] = from_run(args.root, args.run, work / args.run)
+            elif name == "drills" and args.run:
+                from rla_core.envs.demos import reading_drills
+
+                rows, model = from_run(args.root, args.run, work / f"{args.run}-drills")
+                prompts = sorted(set(rows["prompt"].to_list()))
+                sources[f"drills {args.run}"] = (reading_drills(prompts, n=args.drills, seed=0), model)
             elif name in SYNTHETIC:
                 rows = pl.concat(
                     [
@@ -294,7 +332,8 @@ def main() -> None:
                 sources[name] = (rows, ensure_tiny_model("policy", corpus=corpus, cache_dir=work / "models"))
         for name, (rows, model) in sources.items():
             print(f"{name}: {rows.height} rows, load average {os.getloadavg()[0]:.1f}", flush=True)
-            results[name] = bench_source(name.replace(" ", "-"), rows, model, args, work)
+            drills = name.startswith("drills")
+            results[name] = bench_source(name.replace(" ", "-"), rows, model, args, work, drills=drills)
             print(json.dumps(results[name]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")

@@ -148,27 +148,36 @@ def probe_run(
     }
     labelled = max(it for (it, stage) in store.committed(run_id) if stage == "label")
     frames = {}
-    for name in ("policy_samples", "reward_samples"):
-        rows = store.read_frame(run_id, labelled, "label", name)
+    for name in ("policy_samples", "reward_samples", "rollouts"):
+        stage = "rollout" if name == "rollouts" else "label"
+        rows = store.read_frame(run_id, labelled, stage, name)
         if "images" in rows.columns and rows["images"].null_count() < rows.height:
             files = store.get_dir(run_id, labelled, "rollout", "files", work / run_id / "side" / "files")
             rows = rows.with_columns(pl.col("images").list.eval(pl.lit(f"{files.parent}/") + pl.element()))
         frames[name] = rows
+    policy_part, policy_rows = "update policy", frames["policy_samples"]
+    if policy_rows.height == 0:
+        # No row passed the band (e.g. an untrained policy that never wins): the steps it played, as rows.
+        policy_part = "update policy (no row in the band: the rollout's steps instead)"
+        policy_rows = (
+            frames["rollouts"]
+            .select("prompt", "response", *(["images"] if "images" in frames["rollouts"].columns else []))
+            .with_columns(advantage=pl.lit(1.0))
+        )
     out = {
-        "update policy": update_shares(
-            frames["policy_samples"], ckpt["policy"], cfg.training.policy, max_tokens
-        ),
+        policy_part: update_shares(policy_rows, ckpt["policy"], cfg.training.policy, max_tokens),
         "update reward": update_shares(
             frames["reward_samples"], ckpt["reward"], cfg.training.reward, max_tokens
         ),
     }
+    if not (warm_start or cfg.models.warm_start):
+        return {part: shares.summary() for part, shares in out.items() if shares.rows}
     inputs = BootstrapInputs.from_config(cfg)
     seed = cfg.models.warm_start_seed
     seed = stage_seed(cfg.seed, 0, "bootstrap") if seed is None else seed
     data = adapter_of(inputs).warm_start(inputs, seed=seed, workdir=work / run_id / "demos")
     chat = cfg.models.serving.chat_template
-    warm_start = warm_start or cfg.models.warm_start
-    if warm_start and cfg.models.policy_reading_drills > 0:
+    if cfg.models.policy_reading_drills > 0:
         prompts = sorted(set(data.policy_rows["prompt"].to_list()))
         drills = reading_drills(prompts, n=cfg.models.policy_reading_drills, seed=seed)
         # The drills' loss counts prompt tokens (weight 0.25): their prompt logits stay computed.
@@ -179,14 +188,12 @@ def probe_run(
         ("policy", data.policy_rows, cfg.models.warm_start_epochs),
         ("reward", data.reward_rows, cfg.models.reward_warm_start_epochs or cfg.models.warm_start_epochs),
     ):
-        if warm_start and epochs > 0 and rows.height:
+        if epochs > 0 and rows.height:
             rows = format_image_rows(ckpt[role], rows, chat=chat)
             out[f"warm start {role}"] = sft_shares(
                 rows, ckpt[role], batch=DEMO_BATCH, seed=seed, max_tokens=max_tokens
             )
-    return {
-        part: shares.summary() for part, shares in out.items() if shares.rows
-    }  # an empty part: nothing ran
+    return {part: shares.summary() for part, shares in out.items() if shares.rows}  # empty: nothing ran
 
 
 def main() -> None:
