@@ -13,6 +13,7 @@ about 0.2 nats. Bounds: 1e-5 for log-probs and losses, 1e-5 × the largest gradi
 from __future__ import annotations
 
 import dataclasses
+import doctest
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,17 @@ def test_micro_batches_cut_by_tokens_and_plan_keeps_ranks_aligned() -> None:
     assert plan_micro_batches(lengths, 6, 2, 0, 1) == [
         [[(0, 1.0), (1, 1.0)], [(2, 1.0), (3, 1.0)], [(4, 1.0), (5, 1.0)]]
     ]
+
+
+def test_the_docstring_examples_run() -> None:
+    from rla_core.models import packing, update
+
+    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    plan = update.plan_micro_batches
+    tests = [*finder.find(packing), *finder.find(plan, globs={"plan_micro_batches": plan})]
+    for test in tests:
+        runner.run(test)
+    assert runner.summarize(verbose=False) == (0, sum(len(t.examples) for t in tests)) and len(tests) >= 4
 
 
 # ---- the tiny model ---------------------------------------------------------------------------------
