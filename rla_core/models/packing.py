@@ -18,7 +18,9 @@ Why packs are bounded: SDPA and eager attention compute the full L×L square of 
 skipped), so packs about as long as the micro-batch's longest row keep attention's cost at what the padded
 layout pays per row. A variable-length kernel (flash-attention) computes each row's own square only, so
 there one pack of every token is best (``pack_len`` = the micro-batch's tokens; transformers' flash path
-reads packing from the positions only with one tensor row).
+reads packing from the positions only with one tensor row). Where no two rows share a pack (rows of similar
+lengths), the packed layout would be the padded one with other masks: :func:`lay_out` returns the padded
+layout itself, so packing never costs anything where it saves nothing.
 
 In both layouts only the positions whose next token is scored get logits: ``keep`` is passed as
 transformers' ``logits_to_keep`` (a boolean (P, L) mask: the lm_head runs on those K positions and the
