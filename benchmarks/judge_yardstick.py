@@ -142,8 +142,14 @@ def ceiling(args: argparse.Namespace) -> None:
     store = ArtifactStore(args.root)
     cfg = load_run_config(store, args.run)
     torch.set_num_threads(cfg.threads)
-    train = judge_rows(pl.read_parquet(args.train).filter(pl.col("step").is_not_null()))
+    train_steps = pl.read_parquet(args.train).filter(pl.col("step").is_not_null())
     yardstick = pl.read_parquet(args.yardstick).filter(pl.col("step").is_not_null())
+    if args.show_action:  # what the judge would see if its prompt named the action the environment played
+        train_steps, yardstick = (
+            frame.with_columns(response=pl.col("response") + "\n[Action played] " + pl.col("action"))
+            for frame in (train_steps, yardstick)
+        )
+    train = judge_rows(train_steps)
     corpus = _corpus(cfg)
     print(
         f"training steps {train.height} (good {float(train['good'].mean()):.3f}); yardstick {yardstick.height}"
@@ -166,7 +172,7 @@ def ceiling(args: argparse.Namespace) -> None:
                 metrics = measure(cfg, Path(tmp) / "judge", yardstick, seed=args.seed)
             cell: dict[str, Any] = {
                 "width": width, "layers": layers, "rows": n, "epochs": args.epochs, "lr": args.lr,
-                "balanced_rows": args.balanced, "seed": args.seed, "train_min": round(trained / 60, 1),
+                "balanced_rows": args.balanced, "show_action": args.show_action, "seed": args.seed, "train_min": round(trained / 60, 1),
                 "sft_loss": stats.get("loss"), **metrics,
             }  # fmt: skip
             print(json.dumps(cell), flush=True)
@@ -235,6 +241,9 @@ def main() -> None:
     cei.add_argument("--lr", type=float, default=3e-3)
     cei.add_argument("--seed", type=int, default=0)
     cei.add_argument("--balanced", action="store_true")
+    cei.add_argument(
+        "--show-action", action="store_true", help="name the played action in the judge's prompt"
+    )
     cei.add_argument("--out", default="judge_ceiling.jsonl")
     ws = sub.add_parser("warmstart")
     ws.add_argument("run")
