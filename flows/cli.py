@@ -1,4 +1,5 @@
-"""The ``rla`` command line (docs/operations.md): run, resume, status, inspect, eval, export, study, report.
+"""The ``rla`` command line (docs/operations.md): run, resume, status, inspect, eval, export, study, report;
+``rla config show|check``; ``rla osworld fetch`` (docs/osworld.md).
 
 Errors print one line and exit non-zero; set ``RLA_DEBUG=1`` for the traceback. Heavy imports
 (Prefect, torch, MLflow) happen inside the commands, so ``rla --help`` and ``rla status`` stay fast.
@@ -19,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flows import signals
+from flows.arms import ARMS
 from flows.process_env import apply_process_defaults
 from rla_core.config import ProblemFormat, RunConfig, load_config, resolve_config
 from rla_core.errors import PREFLIGHT_EXIT_CODE, PreflightError, RlaError
@@ -400,7 +402,7 @@ def study(
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a base-config key.")] = None,
     arms: Annotated[
         str | None,
-        typer.Option(help="Comma-separated arms: outcome-only, policy, reward, full, stepwise-only."),
+        typer.Option(help=f"Comma-separated arms: {', '.join(ARMS)}."),
     ] = None,
     seeds: Annotated[str | None, typer.Option(help="A count (3) or a list (1,2,3) of seeds.")] = None,
     root: Annotated[str | None, typer.Option("--root", help="Artifact root (default: the config's).")] = None,
@@ -545,6 +547,79 @@ def config_check(
         )
 
     _guard(body)
+
+
+osworld_app = typer.Typer(
+    help="OSWorld's task files: `rla osworld fetch` downloads what a run's task lists need into "
+    "gui.osworld.cache_dir (docs/osworld.md).",
+    no_args_is_help=True,
+)
+app.add_typer(osworld_app, name="osworld")
+
+
+@osworld_app.command("fetch")
+def osworld_fetch(
+    tasks: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Task lists (meta list .json or JSONL); default: the config's gui.tasks and gui.eval_tasks."
+        ),
+    ] = None,
+    config: Annotated[Path | None, CONFIG_OPTION] = None,
+    preset: Annotated[
+        str | None, typer.Option(help="Base preset (default: the file's, else default).")
+    ] = None,
+    set_: Annotated[list[str] | None, SET_OPTION] = None,
+    mirror: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mirror",
+            help="PREFIX=TARGET: fetch URLs under PREFIX from TARGET (a base URL or a "
+            "local directory) + the rest of the URL; on top of gui.osworld.mirrors.",
+        ),
+    ] = None,
+    runnable_only: Annotated[
+        bool, typer.Option("--runnable-only", help="Only tasks that need nothing but their files.")
+    ] = False,
+    list_urls: Annotated[
+        bool,
+        typer.Option("--list-urls", help="Print each URL, its source and cache names; download nothing."),
+    ] = False,
+    jobs: Annotated[int, typer.Option(min=1, help="Downloads at once.")] = 4,
+    retries: Annotated[int, typer.Option(min=0, help="Further attempts per file.")] = 4,
+    timeout: Annotated[float, typer.Option(min=0.01, help="Seconds to connect, and without data.")] = 60.0,
+) -> None:
+    """Download every file the task lists' set-ups and evaluators fetch (Google Drive included) into the
+    OSWorld cache, with retries, resume and mirrors; exit 1 when a file is still missing (each with why)."""
+
+    def body() -> int:
+        from rla_core.config import GuiEngine
+        from rla_core.envs.osworld.cache import run_fetch
+        from rla_core.envs.osworld.fetch import FetchOptions, Mirrors
+        from rla_core.errors import ConfigError
+        from rla_core.settings.base import resolve_data_path
+
+        cfg = load_config(config, preset=preset, overrides=tuple(set_ or ()))
+        if not tasks and cfg.gui.engine is not GuiEngine.OSWORLD:
+            raise ConfigError(
+                "rla osworld fetch: name the task lists, or give a config with gui.engine: osworld "
+                "(e.g. --preset osworld)"
+            )
+        files = list(tasks or [resolve_data_path(cfg.gui.tasks), resolve_data_path(cfg.gui.eval_tasks)])
+        section = cfg.gui.osworld
+        return run_fetch(
+            files,
+            Path(section.cache_dir),
+            mirrors=Mirrors.from_args(mirror or [], base=section.mirrors),
+            options=FetchOptions(jobs=jobs, retries=retries, timeout_s=timeout),
+            runnable_only=runnable_only,
+            list_urls=list_urls,
+            say=lambda line: out.print(line, highlight=False, soft_wrap=True, markup=False),
+        )
+
+    code = _guard(body)
+    if code:
+        raise typer.Exit(code)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rla_core.config import JudgeSource, Setting
-from rla_core.settings.base import eval_due
+from rla_core.settings.base import eval_due, yardstick_due
 from rla_core.stage_inputs import StageName
 from rla_core.store import ArtifactStore
 from tasks.adapt import adapt
@@ -99,10 +99,10 @@ def iteration_flow(run: RunContext, iteration: int, state: LoopState) -> LoopSta
 
 
 def evaluate_models(run: RunContext, iteration: int, *, policy: StageRef, reward_model: StageRef) -> None:
-    """An evaluation point: the judge on its yardstick (``evaluation.judge_steps``, when a judge runs), then
-    the policy on the held-out tasks (coding: with the reward model's unit tests)."""
+    """An evaluation point: at the run's start and end the judge on its yardstick (``evaluation.judge_steps``,
+    when a judge runs), then the policy on the held-out tasks (coding: with the reward model's unit tests)."""
     cfg = run.config
-    if cfg.evaluation.judge_steps is not None and cfg.judge.source is JudgeSource.REWARD_MODEL:
+    if yardstick_due(cfg, iteration):
         judge_eval(run, iteration, reward_model=reward_model)
     evaluate(run, iteration, policy=policy, **unit_test_writer(cfg.setting, reward_model))
 

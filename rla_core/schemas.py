@@ -282,6 +282,19 @@ SCHEMAS: dict[str, ArtifactSchema] = {
             },
         ),
         _schema(
+            "osworld_files",
+            "The OSWorld file cache's manifest (`<cache_dir>/manifest.parquet`): one row per cached file.",
+            {
+                "task_id": Str,
+                "field": Str,
+                "url": Str,
+                "source": Str,
+                "path": Str,
+                "bytes": I64,
+                "sha256": Str,
+            },
+        ),
+        _schema(
             "study",
             "An ablation study (`rla study`): every metric of every run, one row per run, iteration and metric.",
             {

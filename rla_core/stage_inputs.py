@@ -401,6 +401,7 @@ class JudgeVotes(Slice):
 
 class SftTraining(Slice):
     sft_lr: float
+    sft_max_tokens_per_micro_batch: int | None
 
 
 class _Placement(Slice):

@@ -60,7 +60,7 @@ fi
 #                                  the terminal OSWorld's /terminal reads, gsettings and its GNOME keys;
 #   socat                          OSWorld's Chrome tasks expose the browser's debugging port 1337 as 9222
 #                                  with it (`google-chrome` in a desktop is the chromium installed above).
-# RLA_DESKTOP_APPS=1 adds the large applications of OSWorld's domains (~1 GB): libreoffice gimp vlc thunderbird.
+# RLA_DESKTOP_APPS=1 adds the large applications of OSWorld's domains (~1 GB): scripts/setup_desktop_apps.sh.
 desk=()
 command -v Xvfb >/dev/null 2>&1 || desk+=(xvfb)
 command -v jwm >/dev/null 2>&1 || desk+=(jwm)
@@ -79,15 +79,15 @@ command -v gnome-terminal >/dev/null 2>&1 || desk+=(gnome-terminal)
 command -v gsettings >/dev/null 2>&1 || desk+=(libglib2.0-bin)
 [ -f /usr/share/glib-2.0/schemas/org.gnome.desktop.screensaver.gschema.xml ] || desk+=(gsettings-desktop-schemas)
 command -v socat >/dev/null 2>&1 || desk+=(socat)
-if [ "${RLA_DESKTOP_APPS:-0}" = "1" ]; then
-  for app in libreoffice gimp vlc thunderbird; do command -v "$app" >/dev/null 2>&1 || desk+=("$app"); done
-fi
 if [ "${#desk[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     apt-get update -q && apt-get install -y -q --no-install-recommends "${desk[@]}"
   else
     echo "install Debian's ${desk[*]} (sudo apt-get install --no-install-recommends ${desk[*]})" >&2
   fi
+fi
+if [ "${RLA_DESKTOP_APPS:-0}" = "1" ]; then
+  bash "$(dirname "$0")/setup_desktop_apps.sh"
 fi
 # Desktops run as this unprivileged user in their bubblewrap sandboxes (uid 1000 `user` inside).
 if [ "$(id -u)" = "0" ] && ! id rla-desktop >/dev/null 2>&1; then

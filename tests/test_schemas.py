@@ -25,7 +25,7 @@ def _dictionary_tables() -> dict[str, list[tuple[str, str, str]]]:
             tables[current] = []
         elif line.startswith("## "):
             current = None
-        elif current is not None and (row := re.match(r"\| `([a-z_]+)` \| ([\w()]+) \|", line)):
+        elif current is not None and (row := re.match(r"\| `([a-z0-9_]+)` \| ([\w()]+) \|", line)):
             tables[current].append((row.group(1), row.group(2), line))
     return tables
 

@@ -6,7 +6,7 @@ cannot start is reported as skipped):
 | step | script | what |
 |---|---|---|
 | train_check | ``train_check.py --rows 64`` | the test preset's updates with bf16 autocast: fp32 checkpoints, weights moved |
-| update | ``update.py`` | ``rl_update`` vs a plain torch loop, 0.5 B Qwen2, 128 rows x 512 tokens, bf16 autocast |
+| update | ``update.py`` | padded vs packed ``rl_update`` and a plain torch loop, 0.5 B Qwen2, 128 rows of 128-512 tokens, bf16 autocast, MFU against the measured bf16 matmul peak |
 | generation | ``generation.py`` | ``TransformersGenerator`` vs bare ``generate``, 64 prompts x 256 + 128 tokens, fp32 and bf16 |
 | vision_language | ``vision_language.py`` | the tiny VL checkpoint generating from image prompts on CUDA, batch independence |
 | vllm | ``vllm_generation.py`` | ``VllmServerGenerator`` vs one bare request to the same server (skipped without vLLM) |
@@ -31,8 +31,9 @@ HERE = Path(__file__).resolve().parent
 # (name, script arguments, seconds it may take at most, RESULT fields shown in the table)
 STEPS: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     ("train_check", ["train_check.py", "--rows", "64"], 150, ()),
-    ("update", ["update.py"], 150, ("project_loop_s", "reference_loop_s", "ratio_loop", "project_tflops",
-                                    "reference_tflops", "ratio_wall")),
+    ("update", ["update.py"], 240, ("peak_bf16_tflops", "padded_loop_s", "packed_loop_s", "reference_loop_s",
+                                    "speedup_packed", "padded_padding_share", "packed_padding_share",
+                                    "padded_mfu", "packed_mfu", "packed_peak_gib")),
     ("generation", ["generation.py"], 150, ("fp32_generator_tok_s", "fp32_bare_tok_s", "fp32_ratio",
                                             "bf16_generator_tok_s", "bf16_bare_tok_s", "bf16_ratio")),
     ("vision_language", ["vision_language.py"], 60, ("dtype", "tok_s", "batch_independent")),

@@ -90,8 +90,13 @@ class OsworldConfig(_Section):
     )
     cache_dir: str = Field(
         ".cache/osworld",
-        description="desktop_env's file cache (<cache_dir>/<task id>/…); fill it with "
-        "`python -m rla_core.envs.osworld.cache fill`.",
+        description="desktop_env's file cache (<cache_dir>/<task id>/…); fill it with `rla osworld fetch` "
+        "(downloads) or `python -m rla_core.envs.osworld.cache fill` (a folder of downloaded files).",
+    )
+    mirrors: dict[str, str] = Field(
+        default_factory=dict,
+        description="URL prefix -> base URL or local directory that `rla osworld fetch` downloads task files "
+        "from instead (the rest of the URL is appended; the longest prefix wins; --mirror adds to it).",
     )
     a11y_max_tokens: int = Field(
         600,

@@ -34,9 +34,11 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "models.cache_dir",
     "textgame.game_cache_dir",
     # OSWorld: how many desktops play at once (episodes are cut into waves, each played alone: the same rows),
-    # and where the downloaded task files live (a missing file makes a task unavailable, never different).
+    # and where the downloaded task files live and come from (a missing file makes a task unavailable, never
+    # different).
     "gui.osworld.desktops",
     "gui.osworld.cache_dir",
+    "gui.osworld.mirrors",
     # Where updates run: same objective, row order and effective batch on every placement;
     # only float reduction order differs (2 CPU processes with one thread each match 1 bit for bit),
     # like tensor_parallel above. training.dtype is NOT here: bf16/fp16 autocast changes the numbers.

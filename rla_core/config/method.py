@@ -157,7 +157,7 @@ class EvalConfig(_Section):
     judge_steps: str | None = Field(
         None,
         description="The judge's yardstick: a recorded step set (Parquet with the 'rollouts' columns and the "
-        "engine's expert_actions, e.g. data/textworld/bench-long-yardstick.parquet). At iteration 0 and every "
-        "evaluation the reward model judges these same steps (stage judge_eval) and its balanced step accuracy "
-        "is logged as reward_model/yardstick_* (docs/study.md). None: no yardstick.",
+        "engine's expert_actions, e.g. data/textworld/bench-long-yardstick.parquet). At iteration 0 and after the "
+        "last iteration the reward model judges these same steps (stage judge_eval) and its balanced step "
+        "accuracy is logged as reward_model/yardstick_* (docs/study.md). None: no yardstick.",
     )

@@ -30,6 +30,12 @@ class TrainConfig(_Section):
     max_gen_len: int = Field(2048, ge=1, description="Responses are right-truncated to this (counted).")
     grad_clip: float = Field(1.0, gt=0.0, description="Gradient norm clip.")
     micro_batch_size: int = Field(8, ge=1, description="Rows per forward pass (memory knob only).")
+    max_tokens_per_micro_batch: int | None = Field(
+        8192,
+        ge=1,
+        description="Pack rows: a forward pass holds at most this many tokens (and micro_batch_size rows), "
+        "end to end with positions restarting per row instead of right-padded; null pads.",
+    )
     gradient_checkpointing: bool = Field(
         False, description="Recompute activations in backward (memory knob; spec §4: RM in AlfWorld)."
     )
@@ -47,6 +53,12 @@ class TrainingConfig(_Section):
     policy: TrainConfig = Field(default_factory=TrainConfig, description="The policy's update.")
     reward: TrainConfig = Field(default_factory=TrainConfig, description="The reward model's update.")
     sft_lr: float = Field(3e-3, gt=0.0, lt=1.0, description="Learning rate of warm-start SFT.")
+    sft_max_tokens_per_micro_batch: int | None = Field(
+        8192,
+        ge=1,
+        description="Pack warm-start SFT rows as training.*.max_tokens_per_micro_batch does: each optimizer "
+        "step's rows in forward passes of at most this many tokens; null pads (one pass per step).",
+    )
     device: str = Field(
         "auto",
         pattern=r"^(auto|cpu|cuda(:\d+)?)$",

@@ -1,7 +1,10 @@
 """Log-probabilities of responses given prompts (and their images): the update's logπ, and measurements.
 
-:func:`response_token_logps` is the one forward pass every trainer path scores with (the RL update,
-SFT, and the measurement helpers here), so a measurement equals what the update computed.
+:func:`scored_token_logps` is the one forward pass every trainer path scores with (the RL update, SFT,
+and the measurement helpers here), so a measurement equals what the update computed. It takes a
+:class:`~rla_core.models.packing.Layout` (right-padded or packed rows) and computes logits only at the
+positions whose next token is scored (transformers' ``logits_to_keep``): the prompt's positions cost no
+lm_head and no log-softmax unless the prompt is in the loss.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from rla_core.models.checkpoints import load_model
 from rla_core.models.multimodal import (
     VisionProcessor,
 )
+from rla_core.models.packing import Layout, layout_rows
 from rla_core.models.rows import TrainRow, prompt_token_ids, require_columns, row_images, vision_for
 
 
@@ -26,7 +30,6 @@ def response_logprobs(model_dir: Path, prompts: Sequence[str], responses: Sequen
     A measurement helper (e.g. "did the update raise the likelihood of positively rewarded responses").
     """
     import torch
-    from trl.trainer.utils import selective_log_softmax
 
     model, tokenizer = load_model(model_dir)
     rows = [
@@ -41,9 +44,7 @@ def response_logprobs(model_dir: Path, prompts: Sequence[str], responses: Sequen
         raise ModelError("response_logprobs needs a non-empty prompt and response in every pair")
     model.eval()
     with torch.no_grad():
-        logps, mask = response_token_logps(
-            model, rows, next(model.parameters()).device, selective_log_softmax
-        )
+        logps, mask = response_token_logps(model, rows, next(model.parameters()).device)
     return ((logps * mask).sum(-1) / mask.sum(-1)).tolist()
 
 
@@ -58,7 +59,6 @@ def token_logprobs(model_dir: Path, rows: pl.DataFrame, *, micro_batch_size: int
         >>> token_logprobs(ckpt, pl.DataFrame({"prompt": [p], "response": [" click 3"], "images": [[png]]}))
     """
     import torch
-    from trl.trainer.utils import selective_log_softmax
 
     require_columns(rows, ("prompt", "response"), "token_logprobs")
     if micro_batch_size < 1:
@@ -82,9 +82,37 @@ def token_logprobs(model_dir: Path, rows: pl.DataFrame, *, micro_batch_size: int
     with torch.no_grad():
         for start in range(0, len(prepared), micro_batch_size):
             batch = prepared[start : start + micro_batch_size]
-            logps, _ = response_token_logps(model, batch, device, selective_log_softmax, vision)
+            logps, _ = response_token_logps(model, batch, device, vision)
             out.extend(logps[i, : len(r.response_ids)].tolist() for i, r in enumerate(batch))
     return out
+
+
+def weighted_nll_sum(
+    model: Any,
+    layout: Layout,
+    batch: Sequence[TrainRow],
+    device: Any,
+    prompt_weight: float,
+    vision: VisionProcessor | None = None,
+) -> tuple[Any, float]:
+    """Σ weight·NLL over the scored tokens of ``layout`` (of ``batch``), and Σ weight: response tokens
+    weigh 1, prompt tokens after the first (which nothing predicts) ``prompt_weight``.
+
+    ``layout`` scores the prompt when ``prompt_weight > 0`` (``layout_rows(..., score_prompt=True)``),
+    the response only otherwise (the prompt's positions then get no logits at all). The ratio of the two is
+    :func:`weighted_sequence_nll`; SFT sums the first over a step's forward passes and divides by the
+    step's total weight, so cutting a step into passes leaves its token mean unchanged.
+    """
+    import torch
+
+    logps, mask = scored_token_logps(model, layout, batch, device, vision)
+    weight = mask
+    if prompt_weight > 0:
+        # Row b's scored tokens are tokens 1..end: the first p_b - 1 of them are prompt tokens.
+        cols = torch.arange(mask.shape[1], device=mask.device)[None, :]
+        prompt = torch.tensor([len(r.prompt_ids) - 1 for r in batch], device=mask.device)[:, None]
+        weight = torch.where(cols < prompt, prompt_weight, 1.0) * mask
+    return -(logps * weight).sum(), float(weight.sum())
 
 
 def weighted_sequence_nll(
@@ -93,73 +121,76 @@ def weighted_sequence_nll(
     device: Any,
     prompt_weight: float,
     vision: VisionProcessor | None = None,
+    *,
+    packed: bool = False,
 ) -> Any:
     """Weighted token-mean NLL of whole rows: response tokens weigh 1, prompt tokens ``prompt_weight``."""
-    import torch
-
-    seqs = [r.prompt_ids + r.response_ids for r in batch]
-    ids, attn = pad_right(seqs)
-    weight = torch.zeros(ids.shape)
-    for i, (r, s) in enumerate(zip(batch, seqs, strict=True)):
-        weight[i, : len(r.prompt_ids)] = prompt_weight
-        weight[i, len(r.prompt_ids) : len(s)] = 1.0
-    ids, attn, weight = ids.to(device), attn.to(device), weight[:, 1:].to(device)
-    logits = model_forward(model, ids, attn, batch, vision).logits[:, :-1]
-    nll = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
-    ).view_as(weight)
-    return (nll * weight).sum() / weight.sum()
-
-
-def pad_right(seqs: Sequence[list[int]]) -> tuple[Any, Any]:
-    """Token id rows right-padded with 0 to the longest: ids and attention mask, both (B, W) long."""
-    import torch
-
-    width = max(len(s) for s in seqs)
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
-    attn = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-        attn[i, : len(s)] = 1
-    return ids, attn
+    layout = layout_rows(batch, packed=packed, score_prompt=prompt_weight > 0)
+    total, weight = weighted_nll_sum(model, layout, batch, device, prompt_weight, vision)
+    return total / weight
 
 
 def model_forward(
-    model: Any, ids: Any, attn: Any, batch: Sequence[TrainRow], vision: VisionProcessor | None
+    model: Any, layout: Layout, batch: Sequence[TrainRow], device: Any, vision: VisionProcessor | None
 ) -> Any:
-    """``model``'s output for the right-padded rows ``ids``; rows with images get their pixels (read from
-    the files now, in row order) and the per-token modality, as at generation. A text batch: ids only."""
-    if not any(r.images for r in batch):
-        return model(input_ids=ids, attention_mask=attn)
-    if vision is None:
-        raise ModelError("training rows carry images but no VisionProcessor was given: pass vision=")
-    images = [ref for r in batch for ref in r.images]
-    pixels = vision.pixels(images, prompt=f"{len(batch)} training rows")
-    return model(
-        input_ids=ids, attention_mask=attn, mm_token_type_ids=vision.token_types(ids),
-        **{k: v.to(ids.device) for k, v in pixels.items()},
-    )  # fmt: skip
+    """``model``'s logits at ``layout.keep``'s positions, (K, vocabulary) in ``keep``'s row-major order.
+
+    The rows of ``batch`` as ``layout`` places them (:mod:`rla_core.models.packing`): right-padded with an
+    attention mask, or packed with restarting positions and no mask. Always ``use_cache=False``: with a
+    cache transformers skips its packed-row detection and packed rows would attend across boundaries.
+    Rows with images (always padded) get their pixels (read from the files now, in row order) and the
+    per-token modality, as at generation.
+    """
+    ids = layout.ids.to(device)
+    inputs: dict[str, Any] = {"input_ids": ids, "use_cache": False, "logits_to_keep": layout.keep.to(device)}
+    if layout.attention_mask is not None:
+        inputs["attention_mask"] = layout.attention_mask.to(device)
+    if layout.positions is not None:
+        inputs["position_ids"] = layout.positions.to(device)
+    if any(r.images for r in batch):
+        if vision is None:
+            raise ModelError("training rows carry images but no VisionProcessor was given: pass vision=")
+        if layout.packed:
+            raise ModelError("rows with images are laid out right-padded (packing.layout_rows), not packed")
+        pixels = vision.pixels([ref for r in batch for ref in r.images], prompt=f"{len(batch)} training rows")
+        inputs |= {
+            "mm_token_type_ids": vision.token_types(ids),
+            **{k: v.to(device) for k, v in pixels.items()},
+        }
+    return model(**inputs).logits
+
+
+def scored_token_logps(
+    model: Any, layout: Layout, batch: Sequence[TrainRow], device: Any, vision: VisionProcessor | None = None
+) -> tuple[Any, Any]:
+    """Log-probs of each row's scored tokens (``layout``'s), right-padded: (B, T) with T = max widths, and
+    its (B, T) mask (1.0 on scored tokens). Whatever the layout, row b's values sit in row b."""
+    import torch
+    from trl.trainer.utils import selective_log_softmax
+
+    logits = model_forward(model, layout, batch, device, vision)
+    # One (1, K, V) call: TRL's fp32 path loops over the leading dimension.
+    logps = selective_log_softmax(logits[None], layout.targets.to(logits.device)[None])[0]
+    shape = (len(layout.widths), max(layout.widths))
+    where = (layout.row_of.to(logps.device), layout.col_of.to(logps.device))
+    out = logps.new_zeros(shape).index_put(where, logps)
+    mask = logps.new_zeros(shape).index_put(where, torch.ones_like(logps))
+    return out, mask
 
 
 def response_token_logps(
     model: Any,
     batch: Sequence[TrainRow],
     device: Any,
-    selective_log_softmax: Any,
     vision: VisionProcessor | None = None,
+    *,
+    packed: bool = False,
+    varlen: bool = False,
 ) -> tuple[Any, Any]:
-    """Log-probs of each row's response tokens, right-padded: (B, T_resp_max) and its mask."""
-    import torch
+    """Log-probs of each row's response tokens, right-padded: (B, T_resp_max) and its mask.
 
-    ids, attn = pad_right([r.prompt_ids + r.response_ids for r in batch])
-    ids, attn = ids.to(device), attn.to(device)
-    logits = model_forward(model, ids, attn, batch, vision).logits[:, :-1]
-    token_logps = selective_log_softmax(logits, ids[:, 1:])  # position j predicts token j+1
-    resp_width = max(len(r.response_ids) for r in batch)
-    out = torch.zeros((len(batch), resp_width), dtype=token_logps.dtype, device=device)
-    mask = torch.zeros((len(batch), resp_width), dtype=token_logps.dtype, device=device)
-    for i, r in enumerate(batch):
-        p, n = len(r.prompt_ids), len(r.response_ids)
-        out[i, :n] = token_logps[i, p - 1 : p - 1 + n]
-        mask[i, :n] = 1.0
-    return out, mask
+    ``packed`` / ``varlen``: the micro-batch's layout (:func:`~rla_core.models.packing.layout_rows`);
+    the values are the same up to float rounding.
+    """
+    layout = layout_rows(batch, packed=packed, varlen=varlen)
+    return scored_token_logps(model, layout, batch, device, vision)

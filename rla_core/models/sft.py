@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import polars as pl
@@ -15,7 +16,8 @@ from rla_core.models.checkpoints import (
     save_checkpoint,
     write_checkpoint_atomically,
 )
-from rla_core.models.logprobs import response_token_logps, weighted_sequence_nll
+from rla_core.models.logprobs import weighted_nll_sum
+from rla_core.models.packing import cut_micro_batches, layout_rows, varlen_attention
 from rla_core.models.rows import (
     TrainRow,
     context_limit,
@@ -45,6 +47,7 @@ def sft(
     batch_size: int = SFT_BATCH_SIZE,
     prompt_weight: float = 0.0,
     cosine: bool = False,
+    max_tokens_per_micro_batch: int | None = None,
 ) -> dict[str, float]:
     """Supervised fine-tuning (warm start) on demonstrations; writes a checkpoint to ``out_dir``.
 
@@ -58,11 +61,17 @@ def sft(
     cosine to 0. Rows longer than the model's context are dropped (counted). No rows or ``epochs=0`` copy
     the checkpoint (noop=1).
 
+    With ``max_tokens_per_micro_batch`` each step's rows are packed (:mod:`rla_core.models.packing`) into
+    forward passes of at most that many tokens (a longer row alone), whose gradients add up to the step's:
+    each pass's weighted NLL sum is divided by the whole step's weight, so the loss is the same token mean.
+    Without it a step is one right-padded forward pass. Either way logits are computed only at the
+    positions in the loss.
+
     Returns metrics: loss (last epoch mean), first_loss (first epoch mean), rows_in, rows_used,
-    rows_dropped_too_long, optimizer_steps, noop.
+    rows_dropped_too_long, optimizer_steps, padding_share (of the positions the forward passes computed),
+    loop_s (seconds of the epochs), noop.
     """
     import torch
-    from trl.trainer.utils import selective_log_softmax
 
     require_columns(rows, ("prompt", "response"), "sft")
     if epochs < 0 or not (0.0 < lr < 1.0) or batch_size < 1 or prompt_weight < 0:
@@ -97,8 +106,11 @@ def sft(
         return {**metrics, "noop": 1.0, "optimizer_steps": 0.0}
 
     device = next(model.parameters()).device
+    packed, varlen = max_tokens_per_micro_batch is not None, varlen_attention(model)
     epoch_losses: list[float] = []
     steps = 0
+    row_tokens = slots = 0
+    started = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         gen = torch.Generator().manual_seed(seed)
         torch.manual_seed(seed)
@@ -120,22 +132,38 @@ def sft(
             total, count = 0.0, 0
             for start in range(0, len(order), batch_size):
                 batch = [prepared[i] for i in order[start : start + batch_size]]
-                if prompt_weight > 0:
-                    loss = weighted_sequence_nll(model, batch, device, prompt_weight, vision)
-                else:
-                    logps, mask = response_token_logps(model, batch, device, selective_log_softmax, vision)
-                    loss = -(logps * mask).sum() / mask.sum()
-                loss.backward()
+                lengths = [len(r.prompt_ids) + len(r.response_ids) for r in batch]
+                # The step's loss weight, known before any pass: response tokens 1, prompt tokens after
+                # the first prompt_weight (weighted_nll_sum's weights).
+                step_weight = sum(
+                    len(r.response_ids)
+                    + (prompt_weight * (len(r.prompt_ids) - 1) if prompt_weight > 0 else 0)
+                    for r in batch
+                )
+                loss = 0.0
+                for part in cut_micro_batches(
+                    lengths, rows=len(batch), max_tokens=max_tokens_per_micro_batch
+                ):
+                    in_pass = [batch[i] for i in part]
+                    layout = layout_rows(
+                        in_pass, packed=packed, varlen=varlen, score_prompt=prompt_weight > 0
+                    )
+                    nll, _ = weighted_nll_sum(model, layout, in_pass, device, prompt_weight, vision)
+                    part_loss = nll / step_weight
+                    part_loss.backward()
+                    loss += float(part_loss.detach())
+                    row_tokens, slots = row_tokens + layout.tokens, slots + layout.slots
                 torch.nn.utils.clip_grad_norm_(model.parameters(), SFT_GRAD_CLIP)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 steps += 1
                 counter.advance(1, rows=len(batch))
-                total += float(loss.detach()) * len(batch)
+                total += loss * len(batch)
                 count += len(batch)
             epoch_losses.append(total / count)
         counter.finish()
+    loop_s = time.perf_counter() - started
     write_checkpoint_atomically(
         out_dir, lambda tmp: save_checkpoint(model, tokenizer, tmp, source=Path(model_dir))
     )
@@ -144,5 +172,7 @@ def sft(
         "loss": epoch_losses[-1],
         "first_loss": epoch_losses[0],
         "optimizer_steps": float(steps),
+        "padding_share": 1.0 - row_tokens / slots,
+        "loop_s": loop_s,
         "noop": 0.0,
     }

@@ -38,7 +38,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass
 from pathlib import Path
@@ -60,10 +60,11 @@ from rla_core.models.checkpoints import (
     write_checkpoint_atomically,
 )
 from rla_core.models.launch import Placement, launch_update
-from rla_core.models.logprobs import response_token_logps
+from rla_core.models.logprobs import scored_token_logps
 from rla_core.models.multimodal import (
     VisionProcessor,
 )
+from rla_core.models.packing import Layout, cut_micro_batches, layout_rows, varlen_attention
 from rla_core.models.rows import TrainRow, prepare_rl_rows, require_columns, vision_for
 
 log = logging.getLogger(__name__)
@@ -100,9 +101,14 @@ def rl_update(
     gradient mean is undone by a factor W). An empty batch or all-zero advantages make no step: the
     input checkpoint is copied and ``noop=1`` is recorded. ``placement`` defaults to one CPU process.
 
+    Micro-batches hold at most ``cfg.micro_batch_size`` rows and, with ``cfg.max_tokens_per_micro_batch``,
+    at most that many tokens, packed (:mod:`rla_core.models.packing`); the loss does not depend on how
+    rows are laid out, up to float rounding. Logits are computed at response positions only.
+
     Returns metrics: loss, pg_loss, kl, clip_fraction, grad_norm (means; pre-clip norm), kl_first_micro_step,
     rows_in, rows_used, rows_dropped_prompt_too_long, rows_dropped_empty, rows_truncated,
-    optimizer_steps, grad_accum (= G), processes, loop_s (seconds of π_old pass + updates, rank 0), noop
+    optimizer_steps, grad_accum (= G), processes, padding_share (of the positions the update's forward
+    passes computed, all ranks), loop_s (seconds of π_old pass + updates, rank 0), noop
     (and noop_empty_batch / noop_zero_advantages).
     """
     from transformers import AutoTokenizer
@@ -224,11 +230,23 @@ def train_loop(
     (possibly wrapped) model and metrics summed over all ranks.
     """
     import torch
-    from trl.trainer.utils import selective_log_softmax
 
     n = len(prepared)
     group_rows = math.ceil(n / cfg.update_per_step)
-    plan = plan_micro_batches(n, group_rows, cfg.micro_batch_size, runtime.rank, runtime.world)
+    lengths = [len(r.prompt_ids) + len(r.response_ids) for r in prepared]
+    budget = cfg.max_tokens_per_micro_batch
+    plan = plan_micro_batches(
+        lengths, group_rows, cfg.micro_batch_size, runtime.rank, runtime.world, max_tokens=budget
+    )
+    # One layout per micro-batch, used by the π_old pass and the update alike (the same tensors).
+    varlen = varlen_attention(model)
+    layouts = [
+        [
+            layout_rows([prepared[i] for i, _ in micro], packed=budget is not None, varlen=varlen)
+            for micro in group
+        ]
+        for group in plan
+    ]
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = maybe_lora(model, lora)
@@ -245,12 +263,12 @@ def train_loop(
     model.eval()
     old: list[list[Any]] = []
     with torch.no_grad():
-        for group in plan:
+        for group, group_layouts in zip(plan, layouts, strict=True):
             old.append([])
-            for micro in group:
+            for micro, layout in zip(group, group_layouts, strict=True):
                 with runtime.autocast():
-                    logps, _ = response_token_logps(
-                        model, [prepared[i] for i, _ in micro], device, selective_log_softmax, vision
+                    logps, _ = scored_token_logps(
+                        model, layout, [prepared[i] for i, _ in micro], device, vision
                     )
                 old[-1].append(logps.float())
     model.train()
@@ -268,7 +286,7 @@ def train_loop(
             # DDP decides at forward time whether this backward all-reduces: both run in sync_context.
             with runtime.sync_context(model, sync):
                 with runtime.autocast():
-                    logps, mask = response_token_logps(model, batch, device, selective_log_softmax, vision)
+                    logps, mask = scored_token_logps(model, layouts[g][m], batch, device, vision)
                 logps, mask = logps.float(), mask.float()
                 adv = torch.tensor([r.advantage for r in batch], dtype=torch.float32, device=device)[:, None]
                 pg, kl, clipped = ppo_k3_loss(logps, old[g][m], adv, mask, cfg.clip_eps)
@@ -278,7 +296,7 @@ def train_loop(
                 continue
             if kl_first is None:
                 kl_first = float(kl.detach().mean())
-            sums.add(per_row, pg, kl, clipped, mask)
+            sums.add(per_row, pg, kl, clipped, mask, layouts[g][m])
         grad_norms.append(runtime.clip_and_step(model, optimizer, cfg.grad_clip))
         counter.advance(1, rows=sum(1 for micro in group for _i, w in micro if w > 0.0))
     counter.finish()
@@ -289,6 +307,7 @@ def train_loop(
         "kl": total.kl / n,
         "kl_first_micro_step": float(kl_first or 0.0),
         "clip_fraction": total.clipped_tokens / max(total.tokens, 1.0),
+        "padding_share": 1.0 - total.row_tokens / total.slots,
         "grad_norm": sum(grad_norms) / len(grad_norms),
         "optimizer_steps": float(len(grad_norms)),
         "grad_accum": float(group_rows),
@@ -306,14 +325,18 @@ class UpdateSums:
     kl: float = 0.0  # Σ_rows L_kl
     clipped_tokens: float = 0.0  # response tokens whose ratio left [1−ε, 1+ε]
     tokens: float = 0.0  # response tokens
+    row_tokens: float = 0.0  # prompt + response tokens the forward passes were for
+    slots: float = 0.0  # positions the forward passes computed (row tokens + padding)
 
-    def add(self, per_row: Any, pg: Any, kl: Any, clipped: Any, mask: Any) -> None:
-        """Add one micro-batch: its per-row loss, pg and kl tensors (B,), clipped count and token mask."""
+    def add(self, per_row: Any, pg: Any, kl: Any, clipped: Any, mask: Any, layout: Layout) -> None:
+        """Add one micro-batch: its per-row loss, pg and kl tensors (B,), clipped count, token mask and layout."""
         self.loss += float(per_row.detach().sum())
         self.pg += float(pg.detach().sum())
         self.kl += float(kl.detach().sum())
         self.clipped_tokens += float(clipped)
         self.tokens += float(mask.sum())
+        self.row_tokens += float(layout.tokens)
+        self.slots += float(layout.slots)
 
     def reduced(self, runtime: TrainRuntime) -> UpdateSums:
         """The sums over all ranks: one ``runtime.reduce_sum`` of the fields, in declaration order."""
@@ -321,27 +344,41 @@ class UpdateSums:
 
 
 def plan_micro_batches(
-    n: int, group_rows: int, micro: int, rank: int, world: int
+    lengths: Sequence[int],
+    group_rows: int,
+    micro: int,
+    rank: int,
+    world: int,
+    *,
+    max_tokens: int | None = None,
 ) -> list[list[list[tuple[int, float]]]]:
     """This rank's (row index, weight) micro-batches per optimizer step, rows in file order.
 
-    Optimizer step k covers rows [k·G, min((k+1)·G, n)); they are cut into ``world`` contiguous chunks
-    of ceil(size/world) rows, rank r takes chunk r, split into micro-batches of ``micro`` rows. Ranks
-    with fewer micro-batches than the busiest rank get padding micro-batches (the step's first row with
-    weight 0), so every rank runs the same number of forward/backward passes.
+    ``lengths``: each row's tokens (prompt + response). Optimizer step k covers rows [k·G, min((k+1)·G, n));
+    they are cut into ``world`` contiguous chunks of ceil(size/world) rows, rank r takes chunk r, cut into
+    consecutive micro-batches of at most ``micro`` rows and, with ``max_tokens``, at most that many tokens
+    (:func:`~rla_core.models.packing.cut_micro_batches`; a longer row runs alone). Ranks with fewer
+    micro-batches than the busiest rank get padding micro-batches (the step's first row with weight 0), so
+    every rank runs the same number of forward/backward passes. Every rank knows every row's length, so
+    each computes the others' cuts and agrees on the busiest.
 
-    >>> plan_micro_batches(5, 5, 2, 1, 2)  # rows 0-2 on rank 0 (2 micro-batches), 3-4 on rank 1
+    >>> plan_micro_batches([4] * 5, 5, 2, 1, 2)  # rows 0-2 on rank 0 (2 micro-batches), 3-4 on rank 1
     [[[(3, 1.0), (4, 1.0)], [(0, 0.0)]]]
+    >>> plan_micro_batches([4, 4, 8, 1, 1], 5, 8, 0, 1, max_tokens=8)  # 4+4 | 8 | 1+1
+    [[[(0, 1.0), (1, 1.0)], [(2, 1.0)], [(3, 1.0), (4, 1.0)]]]
     """
+    n = len(lengths)
     plan = []
     for start in range(0, n, group_rows):
         stop = min(start + group_rows, n)
         chunk = math.ceil((stop - start) / world)
-        lo, hi = min(start + rank * chunk, stop), min(start + (rank + 1) * chunk, stop)
-        mine = [[(i, 1.0) for i in range(m, min(m + micro, hi))] for m in range(lo, hi, micro)]
-        busiest = math.ceil(min(chunk, stop - start) / micro)
-        mine += [[(start, 0.0)]] * (busiest - len(mine))
-        plan.append(mine)
+        cuts = []
+        for r in range(world):
+            lo, hi = min(start + r * chunk, stop), min(start + (r + 1) * chunk, stop)
+            cut = cut_micro_batches(lengths[lo:hi], rows=micro, max_tokens=max_tokens)
+            cuts.append([[(lo + i, 1.0) for i in part] for part in cut])
+        busiest = max(len(c) for c in cuts)
+        plan.append(cuts[rank] + [[(start, 0.0)]] * (busiest - len(cuts[rank])))
     return plan
 
 

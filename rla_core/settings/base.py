@@ -90,6 +90,13 @@ def eval_due(cfg: RunConfig, iteration: int) -> bool:
     return iteration % cfg.evaluation.every == 0 or iteration == cfg.iterations
 
 
+def yardstick_due(cfg: RunConfig, iteration: int) -> bool:
+    """Measure the judge on its yardstick (``evaluation.judge_steps``) at the start and the end of a run: the
+    warm-started judge at iteration 0 and the trained one after the last iteration — when a judge runs."""
+    judged = cfg.evaluation.judge_steps is not None and cfg.judge.source is JudgeSource.REWARD_MODEL
+    return judged and iteration in (0, cfg.iterations)
+
+
 @dataclass(frozen=True)
 class WarmStartData:
     """What the bootstrap stage needs: tokenizer corpus and SFT demonstrations for both models, and for a

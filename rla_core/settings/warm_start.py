@@ -67,6 +67,7 @@ def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: P
     if cfg.models.reward_label_noise > 0:  # a step judge's rows (the config refuses it for coding)
         reward_rows = flip_judge_labels(reward_rows, share=cfg.models.reward_label_noise, seed=seed)
     cache = Path(cfg.models.cache_dir)
+    packing = cfg.training.sft_max_tokens_per_micro_batch
     metrics: dict[str, float] = {}
     dirs: dict[str, Path] = {}
     roles = [
@@ -95,16 +96,24 @@ def _warm_start(cfg: BootstrapInputs, *, out_dir: Path, seed: int, demo_files: P
         ):
             epochs = cfg.models.environment_warm_start_epochs
         rows = format_image_rows(base, rows, chat=cfg.models.serving.chat_template)
+        train = functools.partial(
+            sft,
+            base,
+            rows,
+            epochs=epochs,
+            lr=cfg.training.sft_lr,
+            seed=seed,
+            max_tokens_per_micro_batch=packing,
+        )
         if is_tiny_ref(ref):
-            # Tiny models are named by content hash, so (model, demos, schedule, seed) identifies the result.
-            key = hash_jsonable([base_id, _rows_digest(rows), epochs, cfg.training.sft_lr, seed, cfg.threads])
-            stats = _cached_sft(
-                cache / "warm" / f"{role}-{key[:16]}",
-                out_dir / role,
-                functools.partial(sft, base, rows, epochs=epochs, lr=cfg.training.sft_lr, seed=seed),
+            # Tiny models are named by content hash, so (model, demos, schedule, packing, seed) identifies the
+            # result (packing changes float rounding only, but a cache entry must equal a fresh run).
+            key = hash_jsonable(
+                [base_id, _rows_digest(rows), epochs, cfg.training.sft_lr, packing, seed, cfg.threads]
             )
+            stats = _cached_sft(cache / "warm" / f"{role}-{key[:16]}", out_dir / role, train)
         else:
-            stats = sft(base, rows, out_dir=out_dir / role, epochs=epochs, lr=cfg.training.sft_lr, seed=seed)
+            stats = train(out_dir=out_dir / role)
         metrics |= {f"{prefix}/warm_start_{k}": float(v) for k, v in stats.items()}
         dirs[role] = out_dir / role
     env_dir = dirs.get("environment") or (
@@ -165,7 +174,8 @@ def _read_first(
     drills = reading_drills(prompts, n=cfg.models.policy_reading_drills, seed=seed)
     lr = cfg.models.policy_reading_lr
     recipe = [READING_BATCH_SIZE, READING_PROMPT_WEIGHT, "cosine"]
-    key = hash_jsonable([base.name, drills.hash_rows().to_list(), lr, recipe, seed, cfg.threads])
+    packing = cfg.training.sft_max_tokens_per_micro_batch
+    key = hash_jsonable([base.name, drills.hash_rows().to_list(), lr, recipe, packing, seed, cfg.threads])
     entry = Path(cfg.models.cache_dir) / "warm" / f"policy-reading-{key[:16]}"
     train = functools.partial(
         sft,
@@ -177,6 +187,7 @@ def _read_first(
         batch_size=READING_BATCH_SIZE,
         prompt_weight=READING_PROMPT_WEIGHT,
         cosine=True,
+        max_tokens_per_micro_batch=packing,
     )
     return entry / "model", _ensure_cached(entry, train)
 

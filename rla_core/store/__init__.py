@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from rla_core.store.atomic import publish_dir, publish_file
+from rla_core.store.atomic import publish_copy, publish_dir, publish_file
 
 if TYPE_CHECKING:
     from rla_core.store.artifacts import ArtifactStore, StageWriter
@@ -42,6 +42,7 @@ __all__ = [
     "RunInfo",
     "RunLock",
     "StageWriter",
+    "publish_copy",
     "publish_dir",
     "publish_file",
 ]

@@ -7,6 +7,8 @@ never a half-written file or directory. Whatever fails — the writer, the disk,
 temporary is removed and the target is left as it was.
 
 * :func:`publish_file` replaces an existing file (pidfiles, manifests, reports: the newest wins).
+* :func:`publish_copy` does the same with the bytes of another file, streamed (downloaded task files,
+  which may be larger than memory).
 * :func:`publish_dir` never replaces a non-empty directory. With ``exists="keep"`` (content-keyed
   caches: tiny models, compiled games, warm-start entries, fetched checkpoints) a complete directory
   that another writer published meanwhile is kept and this copy is dropped; with ``exists="fail"``
@@ -28,11 +30,27 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["publish_dir", "publish_file"]
+__all__ = ["publish_copy", "publish_dir", "publish_file"]
+
+
+@contextlib.contextmanager
+def _file_sibling(path: str | os.PathLike[str]) -> Iterator[tuple[Path, Path]]:
+    """Yield ``(target, tmp)``: a fresh hidden sibling ``.<name>.<random>.tmp`` of ``path`` (parents created)
+    to write; on a clean exit it is renamed over ``path``, on any failure it is removed."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        yield target, tmp
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def publish_file(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool = False) -> Path:
@@ -42,21 +60,23 @@ def publish_file(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool
     permissions), which is then renamed over ``path``; missing parent directories are created. With
     ``fsync`` the bytes are flushed to disk before the rename (a manifest survives a power cut).
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        with open(tmp, "xb") as fh:
-            fh.write(raw)
-            if fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    with _file_sibling(path) as (target, tmp), open(tmp, "xb") as fh:
+        fh.write(raw)
+        if fsync:
+            fh.flush()
+            os.fsync(fh.fileno())
+    return target
+
+
+def publish_copy(path: str | os.PathLike[str], source: str | os.PathLike[str]) -> Path:
+    """Copy the file ``source`` to ``path`` atomically, replacing any file there; returns ``path``.
+
+    As :func:`publish_file`: the bytes are streamed into a hidden sibling ``.<name>.<random>.tmp``, which is
+    then renamed over ``path`` (missing parents are created); on any failure the sibling is removed.
+    """
+    with _file_sibling(path) as (target, tmp), open(source, "rb") as src, open(tmp, "xb") as fh:
+        shutil.copyfileobj(src, fh, 1 << 20)
     return target
 
 

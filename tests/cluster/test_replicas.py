@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from rla_core.cluster.ray_session import ShardRequest, _embedded_init, _shortfall, shard_needs, stage_needs
-from rla_core.config import ClusterConfig, ConfigError, RunConfig, load_config, speed_only
+from rla_core.config import ClusterConfig, RunConfig, load_config, speed_only
 from rla_core.dispatch import shard_request
+from rla_core.errors import ConfigError
 from rla_core.models.generator import GeneratorSpec
 from rla_core.stage_inputs import GenerationModels
 

@@ -25,6 +25,17 @@ from tests.envs.conftest import ONE_STEP, TWO_STEP
 from tests.recorded import RecordedGenerator
 
 
+def _request(
+    tasks: list, *, seed: int = 7, n: int = 2, max_steps: int = 2, **fields: object
+) -> RolloutRequest:
+    """A request of this module's shape: ``n`` episodes of ``tasks``, history of 2 turns, no replays."""
+    fields.setdefault("sampling", SamplingConfig())
+    fields.setdefault("iteration", 1)
+    return RolloutRequest(
+        tasks=tasks, n=n, max_steps=max_steps, seed=seed, history_turns=2, env_retries=0, **fields
+    )  # type: ignore[arg-type]
+
+
 def _two_step_start(env: TextWorldEnv) -> list[str]:
     """TWO_STEP's first admissible actions: 9 (indices 0..8); 'go east' is the walkthrough's first."""
     ep = env.open(TWO_STEP, seed=0)
@@ -42,10 +53,14 @@ def _play_answers(
     invalid_action: InvalidAction = InvalidAction.FALLBACK,
 ) -> pl.DataFrame:
     """One TWO_STEP rollout of at most 3 steps whose responses are ``answers``, in order."""
-    request = RolloutRequest(
-        tasks=(PlayTask("t", "s", False, TWO_STEP),), n=1, max_steps=3, sampling=SamplingConfig(), seed=0,
-        iteration=iteration, history_turns=2, invalid_action=invalid_action, env_retries=0,
-    )  # fmt: skip
+    request = _request(
+        [PlayTask("t", "s", False, TWO_STEP)],
+        seed=0,
+        n=1,
+        max_steps=3,
+        iteration=iteration,
+        invalid_action=invalid_action,
+    )
     return run_rollouts(request, env=env, generator=RecordedGenerator(answers))
 
 
@@ -92,16 +107,7 @@ def test_winning_rollout_is_cut_at_the_win(env: TextWorldEnv) -> None:
     ep.close()
     gen = RecordedGenerator([f"\\boxed{{{first}}}", f"\\boxed{{{second}}}"])
     frame = run_rollouts(
-        RolloutRequest(
-            tasks=[("t", "s", True, TWO_STEP)],
-            n=1,
-            max_steps=5,
-            sampling=SamplingConfig(),
-            seed=0,
-            iteration=1,
-            history_turns=2,
-            env_retries=0,
-        ),
+        _request([("t", "s", True, TWO_STEP)], seed=0, n=1, max_steps=5),
         env=env,
         generator=gen,
     )
@@ -118,16 +124,7 @@ def test_joint_mode_is_one_call_per_turn_with_per_episode_seeds(env: TextWorldEn
     gen = RecordedGenerator(["no box"] * 8)
     tasks = [PlayTask("a", "s0", False, ONE_STEP), PlayTask("b", "s1", False, TWO_STEP)]
     frame = run_rollouts(
-        RolloutRequest(
-            tasks=tasks,
-            n=2,
-            max_steps=2,
-            sampling=SamplingConfig(),
-            seed=7,
-            iteration=1,
-            history_turns=2,
-            env_retries=0,
-        ),
+        _request(tasks),
         env=env,
         generator=gen,
     )
@@ -137,7 +134,7 @@ def test_joint_mode_is_one_call_per_turn_with_per_episode_seeds(env: TextWorldEn
     assert gen.seeds[1] == [derive_seed(7, t, r, 1) for t in ("a", "b") for r in (0, 1)]
     assert frame.height == 8
     per_episode = RecordedGenerator(["no box"] * 8)
-    run_rollouts(RolloutRequest(tasks=tasks, n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1, history_turns=2, env_retries=0), env=env, generator=per_episode, mode=GenerationMode.PER_EPISODE)  # fmt: skip
+    run_rollouts(_request(tasks), env=env, generator=per_episode, mode=GenerationMode.PER_EPISODE)
     # reference mode: one call per live episode per turn (4 + 4), same seeds one by one
     assert per_episode.calls == [1] * 8
     assert [s[0] for s in per_episode.seeds if s is not None] == [
@@ -151,16 +148,7 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
     sampling = SamplingConfig(temperature=1.0, top_p=0.95, max_new_tokens=6)
     tasks = [PlayTask("a", "s0", False, ONE_STEP), PlayTask("b", "s1", False, TWO_STEP)]
     batched = run_rollouts(
-        RolloutRequest(
-            tasks=tasks,
-            n=2,
-            max_steps=2,
-            sampling=sampling,
-            seed=7,
-            iteration=1,
-            history_turns=2,
-            env_retries=0,
-        ),
+        _request(tasks, sampling=sampling),
         env=env,
         generator=gen,
     )
@@ -168,16 +156,7 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
     single = pl.concat(
         [
             run_rollouts(
-                RolloutRequest(
-                    tasks=[task],
-                    n=2,
-                    max_steps=2,
-                    sampling=sampling,
-                    seed=7,
-                    iteration=1,
-                    history_turns=2,
-                    env_retries=0,
-                ),
+                _request([task], sampling=sampling),
                 env=env,
                 generator=gen,
                 rollout_ids=[rid],
@@ -189,16 +168,7 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
     assert_frame_equal(batched, single)
     # a different seed samples differently (the seed is really used)
     other = run_rollouts(
-        RolloutRequest(
-            tasks=tasks,
-            n=2,
-            max_steps=2,
-            sampling=sampling,
-            seed=8,
-            iteration=1,
-            history_turns=2,
-            env_retries=0,
-        ),
+        _request(tasks, seed=8, sampling=sampling),
         env=env,
         generator=gen,
     )
@@ -208,7 +178,9 @@ def test_batched_rows_equal_one_by_one_rows(env: TextWorldEnv, tiny_policy_dir: 
 
 def test_judge_sends_one_call_with_per_step_seeds(env: TextWorldEnv) -> None:
     # 1 task x n=2 episodes x 2 turns (unparsable answers, no win) = 4 steps to judge.
-    rollouts = run_rollouts(RolloutRequest(tasks=[PlayTask("a", "s0", False, TWO_STEP)], n=2, max_steps=2, sampling=SamplingConfig(), seed=7, iteration=1, history_turns=2, env_retries=0), env=env, generator=RecordedGenerator(["no box"] * 4))  # fmt: skip
+    rollouts = run_rollouts(
+        _request([PlayTask("a", "s0", False, TWO_STEP)]), env=env, generator=RecordedGenerator(["no box"] * 4)
+    )
     judge = RecordedGenerator([r"\boxed{1}", r"\boxed{-1}", "none"] * 4)
     frame = judge_steps(rollouts, generator=judge, m=3, sampling=SamplingConfig(), seed=5, iteration=1)
     # default (joint): all 4 judge prompts in ONE call, each seeded by its own step
@@ -251,7 +223,11 @@ class _NoActionEnv:
 
 
 def test_an_episode_without_admissible_actions_ends_as_an_env_error() -> None:
-    frame = run_rollouts(RolloutRequest(tasks=[("t", "s", False, {})], n=1, max_steps=3, sampling=SamplingConfig(), seed=0, iteration=1, history_turns=2, env_retries=0), env=_NoActionEnv(), generator=RecordedGenerator([r"\boxed{0}"]))  # fmt: skip
+    frame = run_rollouts(
+        _request([("t", "s", False, {})], seed=0, n=1, max_steps=3),
+        env=_NoActionEnv(),
+        generator=RecordedGenerator([r"\boxed{0}"]),
+    )
     # One row, the episode is over, nothing was played: the page broke, not the policy (no outcome).
     assert frame.height == 1
     row = frame.row(0, named=True)

@@ -98,8 +98,8 @@ def _candidates(value: Any) -> list[Any]:
         return [[*value, "--changed"], list(value[:-1]), [0.5, 0.6]]
     if value is None:
         return ["tiny:changed", 1]
-    if isinstance(value, dict):  # e.g. cluster.resources
-        return [{**value, "changed": 1.0}]
+    if isinstance(value, dict):  # cluster.resources (numbers), gui.osworld.mirrors (URL prefix -> base)
+        return [{**value, "changed": 1.0}, {**value, "https://changed.example/": "/srv/mirror"}]
     raise AssertionError(f"no candidate values for {value!r}")
 
 

@@ -152,7 +152,7 @@ def test_prompt_weight_mixes_prompt_and_response_token_losses(tiny_model: Path) 
         for p, r in zip(PROMPTS[:2], RESPONSES[:2], strict=True)
     ]
     with torch.no_grad():
-        logps, mask = response_token_logps(model, rows, "cpu", selective_log_softmax)
+        logps, mask = response_token_logps(model, rows, "cpu")
         response_only = float(-(logps * mask).sum() / mask.sum())
         # weight 0: the response tokens alone, as plain SFT
         assert float(weighted_sequence_nll(model, rows, "cpu", 0.0)) == pytest.approx(response_only, rel=1e-5)

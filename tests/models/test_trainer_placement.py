@@ -56,12 +56,17 @@ def test_plan_micro_batches_hand_computed() -> None:
     # 5 rows, G = 3 rows per optimizer step → steps [0, 1, 2] and [3, 4]; 2 ranks; micro-batches of 1.
     # Step 0: chunk = ceil(3/2) = 2 → rank 0 rows 0, 1; rank 1 row 2 plus one padding micro-batch (row 0,
     # weight 0). Step 1: chunk = 1 → rank 0 row 3, rank 1 row 4.
-    assert plan_micro_batches(5, 3, 1, 0, 2) == [[[(0, 1.0)], [(1, 1.0)]], [[(3, 1.0)]]]
-    assert plan_micro_batches(5, 3, 1, 1, 2) == [[[(2, 1.0)], [(0, 0.0)]], [[(4, 1.0)]]]
+    # (Row lengths matter only with a token budget: tests/models/test_packing.py.)
+    five = [4] * 5
+    assert plan_micro_batches(five, 3, 1, 0, 2) == [[[(0, 1.0)], [(1, 1.0)]], [[(3, 1.0)]]]
+    assert plan_micro_batches(five, 3, 1, 1, 2) == [[[(2, 1.0)], [(0, 0.0)]], [[(4, 1.0)]]]
     # One process: consecutive steps of G rows in micro-batches of 2 (the pre-issue-12 partition).
-    assert plan_micro_batches(5, 3, 2, 0, 1) == [[[(0, 1.0), (1, 1.0)], [(2, 1.0)]], [[(3, 1.0), (4, 1.0)]]]
+    assert plan_micro_batches(five, 3, 2, 0, 1) == [
+        [[(0, 1.0), (1, 1.0)], [(2, 1.0)]],
+        [[(3, 1.0), (4, 1.0)]],
+    ]
     # More ranks than rows in a step: the idle rank runs one padding micro-batch.
-    assert plan_micro_batches(1, 1, 8, 1, 2) == [[[(0, 0.0)]]]
+    assert plan_micro_batches([4], 1, 8, 1, 2) == [[[(0, 0.0)]]]
 
 
 def test_bf16_saved_checkpoint_updates_like_fp32(tiny_model: Path, tmp_path: Path) -> None:
@@ -262,6 +267,45 @@ def test_two_process_ddp_matches_one_process(tiny_model: Path, tmp_path: Path, o
     for key in ("loss", "pg_loss", "kl", "clip_fraction"):
         assert two[key] == pytest.approx(one[key], rel=1e-9, abs=1e-12), key
     assert two["kl_first_micro_step"] == 0.0
+    assert not _leftovers(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_two_process_ddp_with_packed_uneven_micro_batches(
+    tiny_model: Path, tmp_path: Path, one_thread: None
+) -> None:
+    """2 gloo DDP workers on packed micro-batches whose token budget gives the ranks different counts.
+
+    Rows of 8, 19, 18, 5, 9 tokens (test_packing.TEXTS), twice; update_per_step 2 → 2 steps of G = 5;
+    budget 24 tokens. Each step: rank 0 takes the first 3 rows, 8 | 19 | 18 (3 micro-batches: no two within
+    24 tokens), rank 1 the last 2, 5 + 9 (1 micro-batch) plus 2 padding micro-batches, so both run 3
+    forward/backward passes (a disagreement would hang DDP's all-reduce until the timeout). One process
+    cuts the same 5 rows 8 | 19 | 18 + 5 | 9. Padding: one process 13 of 72 positions (18 + 5 right-padded
+    to 2 × 18: no pack of 18 holds both), two 4 of 63 (5 + 9 padded to 2 × 9). Other passes, so float
+    rounding differs: measured max |Δ| 4.2e-6 = 0.2 % of the largest update (2.0e-3; loaded 2-core
+    machine, load average ~10); bound 5 %
+    (dropping a rank's gradient moves weights by about half an update: the DDP test above).
+    """
+    from tests.models.test_packing import ROWS as PACKING_ROWS
+
+    rows = pl.concat([PACKING_ROWS, PACKING_ROWS])
+    cfg = TrainConfig(lr=1e-3, update_per_step=2, micro_batch_size=8, max_tokens_per_micro_batch=24)
+    assert plan_micro_batches([8, 19, 18, 5, 9], 5, 8, 1, 2, max_tokens=24) == [
+        [[(3, 1.0), (4, 1.0)], [(0, 0.0)], [(0, 0.0)]]
+    ]
+    one = rl_update(tiny_model, rows, cfg=cfg, out_dir=tmp_path / "one", seed=0, lora=LoraConfig())
+    placement = Placement(device="cpu", processes=2, strategy="ddp", threads=2, timeout_s=600)
+    two = rl_update(
+        tiny_model, rows, cfg=cfg, out_dir=tmp_path / "two", seed=0, lora=LoraConfig(), placement=placement
+    )
+    start, a, b = _weights(tiny_model), _weights(tmp_path / "one"), _weights(tmp_path / "two")
+    largest = max(float((a[k] - start[k]).abs().max()) for k in a)
+    worst = max(float((a[k] - b[k]).abs().max()) for k in a)
+    assert largest > 1e-4 and worst <= 0.05 * largest, (worst, largest)
+    for key in ("optimizer_steps", "grad_accum", "rows_used"):
+        assert two[key] == one[key], key
+    assert two["loss"] == pytest.approx(one["loss"], rel=1e-4)
+    assert (one["padding_share"], two["padding_share"]) == pytest.approx((13 / 72, 4 / 63))
     assert not _leftovers(str(tmp_path))
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 import pytest
 
-from rla_core.store import publish_dir, publish_file
+from rla_core.store import publish_copy, publish_dir, publish_file
 
 
 class Boom(RuntimeError):
@@ -57,6 +57,24 @@ def test_publish_file_failure_leaves_old_file_and_no_temporary(
         publish_file(target, "new")
     assert target.read_text() == "old"
     assert _entries(tmp_path) == ["pid.json"]
+
+
+def test_publish_copy_streams_a_file_into_place_and_a_failure_leaves_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "src.bin"
+    source.write_bytes(b"x" * (3 << 20))  # three 1 MiB chunks
+    target = tmp_path / "cache" / "task" / "file.bin"
+    assert publish_copy(target, source) == target and target.read_bytes() == source.read_bytes()
+    target.write_bytes(b"old")
+
+    def failing_replace(src: object, dst: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        publish_copy(target, source)
+    assert target.read_bytes() == b"old" and _entries(target.parent) == ["file.bin"]
 
 
 def test_publish_dir_renames_a_filled_temporary(tmp_path: Path) -> None:

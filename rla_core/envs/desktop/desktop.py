@@ -45,6 +45,7 @@ import hashlib
 import json
 import os
 import pwd
+import re
 import shutil
 import sys
 import time
@@ -55,7 +56,7 @@ from xml.sax.saxutils import escape
 
 from rla_core import procs
 from rla_core.envs.desktop.channel import Forward
-from rla_core.envs.desktop.parity import GLOBAL_SHORTCUTS
+from rla_core.envs.desktop.parity import GLOBAL_SHORTCUTS, LIBREOFFICE_SETTINGS, VLC_SETTINGS
 from rla_core.errors import ProcessError
 from rla_core.store.atomic import publish_dir
 
@@ -78,9 +79,51 @@ toolkit-accessibility=true
 monospace-font-name='Monospace 9'
 """
 XDG_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
+LIBREOFFICE_BOOTSTRAP = Path(
+    "/usr/lib/libreoffice/program/bootstraprc"
+)  # Debian's; "ProductKey=LibreOffice 7.4"
+LIBREOFFICE_PROFILE = Path(".config/libreoffice/4/user/registrymodifications.xcu")  # in the home
+
+
+def libreoffice_registry() -> str | None:
+    """The LibreOffice profile's ``registrymodifications.xcu`` of the template home (parity's
+    ``LIBREOFFICE_SETTINGS`` and the installed version as ``ooSetupLastVersion``); None without LibreOffice."""
+    try:
+        bootstrap = LIBREOFFICE_BOOTSTRAP.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    found = re.search(r"^ProductKey=LibreOffice\s+(\S+)\s*$", bootstrap, re.M)
+    settings = dict(LIBREOFFICE_SETTINGS)
+    if found:
+        settings[("/org.openoffice.Setup/Product", "ooSetupLastVersion")] = found.group(1)
+    items = "".join(
+        f'<item oor:path="{path}"><prop oor:name="{prop}" oor:op="fuse"><value>{value}</value></prop></item>\n'
+        for (path, prop), value in settings.items()
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
+        'xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
+        f"{items}</oor:items>\n"
+    )
+
+
+def vlcrc() -> str:
+    """The template home's ``~/.config/vlc/vlcrc``: parity's ``VLC_SETTINGS``, by section."""
+    sections: dict[str, list[str]] = {}
+    for (section, key), value in VLC_SETTINGS.items():
+        sections.setdefault(section, []).append(f"{key}={value}\n")
+    return "".join(f"[{section}]\n" + "".join(lines) + "\n" for section, lines in sections.items())
+
+
+TEMPLATE_LIBREOFFICE = libreoffice_registry()
+TEMPLATE_VLCRC = vlcrc()
+VLCRC = Path(".config/vlc/vlcrc")  # in the home
 # The template's folder name carries a digest of its content: a changed template is a new folder.
 TEMPLATE_NAME = (
-    "template-home-" + hashlib.sha256((TEMPLATE_SETTINGS + " ".join(XDG_DIRS)).encode()).hexdigest()[:10]
+    "template-home-"
+    + hashlib.sha256(
+        (TEMPLATE_SETTINGS + " ".join(XDG_DIRS) + (TEMPLATE_LIBREOFFICE or "") + TEMPLATE_VLCRC).encode()
+    ).hexdigest()[:10]
 )
 SUDO_STUB = """#!/bin/sh
 echo "sudo: not available in an rlanything local desktop (no root inside the sandbox); tasks that need root are unavailable" >&2
@@ -235,7 +278,9 @@ def _chown_tree(path: Path, uid: int, gid: int) -> None:
 
 
 def make_template(directory: Path) -> Path:
-    """Write the home template (idempotent): XDG folders and the OSWorld-matching GSettings keyfile."""
+    """Write the home template (idempotent): XDG folders, the OSWorld-matching GSettings keyfile, VLC's
+    preferences (:func:`vlcrc`) and, when LibreOffice is installed, its profile's settings
+    (:func:`libreoffice_registry`)."""
 
     def write(tmp: Path) -> None:
         for name in XDG_DIRS:
@@ -243,6 +288,11 @@ def make_template(directory: Path) -> Path:
         settings = tmp / ".config" / "glib-2.0" / "settings"
         settings.mkdir(parents=True)
         (settings / "keyfile").write_text(TEMPLATE_SETTINGS)
+        if TEMPLATE_LIBREOFFICE is not None:
+            (tmp / LIBREOFFICE_PROFILE).parent.mkdir(parents=True)
+            (tmp / LIBREOFFICE_PROFILE).write_text(TEMPLATE_LIBREOFFICE)
+        (tmp / VLCRC).parent.mkdir(parents=True)
+        (tmp / VLCRC).write_text(TEMPLATE_VLCRC)
         (tmp / ".rla-template").write_text("home template of rlanything local desktops\n")
 
     if not (directory / ".rla-template").exists():  # another desktop may publish it first: then theirs stays
@@ -372,6 +422,9 @@ class Desktop:
             "XDG_SESSION_TYPE": "x11",  # pyscreeze grabs the screen with scrot only on X11
             "DBUS_SESSION_BUS_ADDRESS": f"unix:path=/run/user/{UID}/bus",
             "GSETTINGS_BACKEND": "keyfile",
+            # What an X session on Debian or Ubuntu sets (libatk-adaptor's Xsession.d/90atk-adaptor): GTK 2
+            # applications (GIMP 2.10) load the AT-SPI bridge only when GTK_MODULES names it; GTK 3 has it built in.
+            "GTK_MODULES": "gail:atk-bridge",
             "PYTHONPATH": "/opt/rla/site",
             "LANG": "C.UTF-8",
         }

@@ -65,6 +65,23 @@ from rla_core.errors import EnvironmentFault, RlaError
 log = logging.getLogger(__name__)
 SETTLE_STABLE_S = 1.0  # after a set-up that starts programs: the window list unchanged this long ...
 SETTLE_MAX_S = 20.0  # ... or this long at most
+# The window manager's client list less splash screens (run by the desktop's python3, which has python3-xlib):
+# GIMP shows its "GIMP Startup" splash for ~3 s and LibreOffice its own for ~1 s before their main windows, so
+# a list that counted them looked settled while the application was still starting.
+LIST_WINDOWS = """
+import Xlib.display
+d = Xlib.display.Display()
+atom = d.intern_atom
+root = d.screen().root
+splash = atom("_NET_WM_WINDOW_TYPE_SPLASH")
+clients = root.get_full_property(atom("_NET_CLIENT_LIST"), 0)
+for wid in clients.value if clients is not None else []:
+    w = d.create_resource_object("window", wid)
+    kind = w.get_full_property(atom("_NET_WM_WINDOW_TYPE"), 0)
+    if kind is None or splash not in kind.value:
+        name = w.get_full_property(atom("_NET_WM_NAME"), 0)
+        print(wid, name.value.decode(errors="replace") if name else "")
+"""
 ACQUIRE_TIMEOUT_S = 600.0
 
 
@@ -111,9 +128,10 @@ class OsworldDesktop:
         self._observe(obs)  # our code: a bug here fails the stage through _wait
 
     def _windows(self) -> str:
-        """The desktop's window list (``wmctrl -l``), through its server."""
+        """The desktop's application windows, one ``<id> <title>`` line each (splash screens left out), through
+        its server."""
         assert self.desktop is not None
-        body = json.dumps({"command": ["wmctrl", "-l"], "shell": False}).encode()
+        body = json.dumps({"command": ["python3", "-c", LIST_WINDOWS], "shell": False}).encode()
         request = urllib.request.Request(
             self.desktop.url + "/execute", data=body, headers={"Content-Type": "application/json"}
         )
@@ -121,8 +139,8 @@ class OsworldDesktop:
             return str(json.loads(response.read()).get("output") or "")
 
     def _settle(self) -> bool:
-        """After a set-up that starts programs, wait until a window is open and the window list has not changed
-        for :data:`SETTLE_STABLE_S` (at most :data:`SETTLE_MAX_S`); whether it waited.
+        """After a set-up that starts programs, wait until a window is open and the window list (splash screens
+        left out) has not changed for :data:`SETTLE_STABLE_S` (at most :data:`SETTLE_MAX_S`); whether it waited.
 
         OSWorld's own runner sleeps 60 s after the set-up before its first observation, and the official
         tasks' set-ups launch their application and return at once: observed at once, the policy would see
