@@ -22,9 +22,8 @@ def test_a_run_resumed_with_a_yardstick_measures_its_first_and_last_judge_on_it(
     copy = tmp_path / "runs"
     shutil.copytree(root / run_id, copy / run_id)  # the session's base run stays untouched
     store = ArtifactStore(str(copy))
-    info = store.read_run_info(
-        run_id
-    )  # the copy lives under another artifact_root, which a run cannot change
+    # The copy lives under another artifact_root, which a run cannot change: its stored config says so.
+    info = store.read_run_info(run_id)
     config = load_run_config(store, run_id).model_dump(mode="json") | {"artifact_root": str(copy)}
     store.write_run_info(
         run_id, config=config, config_hash=build_config(config).config_hash(), code_version=info.code_version
@@ -38,6 +37,7 @@ def test_a_run_resumed_with_a_yardstick_measures_its_first_and_last_judge_on_it(
     flow_env.rla(
         "run", "--preset", "test", *flow_env.settings(copy), "--run-id", run_id, "--reconfigure",
         "--set", f"evaluation.judge_steps={yardstick}",
+        "--set", f"tracking.mlflow_uri=sqlite:///{tmp_path / 'mlflow.db'}",  # the base run's MLflow run stays as is
     )  # fmt: skip
     after = store.committed(run_id)
     new = sorted(set(after) - set(before))
