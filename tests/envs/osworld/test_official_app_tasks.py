@@ -122,9 +122,9 @@ def test_application_tasks_score_1_solved_and_0_untouched(tmp_path: Path) -> Non
             not_offered = ""
             try:
                 episode.admissible_actions  # noqa: B018 - waits for the set-up
-                assert episode.desktop is not None
-                listed = WINDOWS[name] in sh(episode.desktop, "wmctrl -l")["output"]
-                shot = screenshot(episode.desktop.url)
+                assert episode.play.desktop is not None
+                listed = WINDOWS[name] in sh(episode.play.desktop, "wmctrl -l")["output"]
+                shot = screenshot(episode.play.desktop.url)
                 shot.resize((480, 270)).save(
                     figures / f"{spec['domain']}-{spec['id'][:8]}.png", optimize=True
                 )
