@@ -1,12 +1,15 @@
 """A generator that replays recorded model outputs: for tests whose subject is the code around a model
-(the rollout runner, the environments, parsing and fallbacks), not the model."""
+(the rollout runner, the environments, parsing and fallbacks), not the model; and the rollout request those
+tests play it with."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rla_core.config import SamplingConfig
 from rla_core.models.generator import Generation
+from rla_core.stage_inputs import RolloutRequest
 
 
 class RecordedGenerator:
@@ -35,3 +38,17 @@ class RecordedGenerator:
 
     def close(self) -> None:
         return None
+
+
+def rollout_request(
+    tasks: Sequence[Any], *, n: int, max_steps: int, seed: int, **fields: Any
+) -> RolloutRequest:
+    """``n`` episodes of each of ``tasks``: default sampling, iteration 1, 2 turns of history and no replays
+    unless ``fields`` say otherwise (any other field of :class:`RolloutRequest` too)."""
+    defaults: dict[str, Any] = {
+        "sampling": SamplingConfig(),
+        "iteration": 1,
+        "history_turns": 2,
+        "env_retries": 0,
+    }
+    return RolloutRequest(tasks=tasks, n=n, max_steps=max_steps, seed=seed, **(defaults | fields))

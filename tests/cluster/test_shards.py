@@ -6,10 +6,10 @@ import pytest
 
 from rla_core.algo.curriculum import PlayTask
 from rla_core.cluster.shards import episode_shards, split_even
-from rla_core.config import SamplingConfig, load_config
-from rla_core.stage_inputs import RolloutRequest
+from rla_core.config import load_config
 from tasks.context import RunContext
 from tasks.stage import StageRef, all_stages
+from tests.recorded import rollout_request
 
 
 def test_split_even_cuts_contiguous_slices_whose_sizes_differ_by_at_most_one() -> None:
@@ -23,16 +23,7 @@ def test_split_even_cuts_contiguous_slices_whose_sizes_differ_by_at_most_one() -
 
 def test_episode_shards_cover_every_episode_once_in_canonical_order() -> None:
     tasks = tuple(PlayTask(f"t{i}", f"s{i}", False, {}) for i in range(3))
-    request = RolloutRequest(
-        tasks=tasks,
-        n=2,
-        max_steps=4,
-        sampling=SamplingConfig(),
-        seed=1,
-        iteration=1,
-        history_turns=2,
-        env_retries=0,
-    )
+    request = rollout_request(tasks, n=2, max_steps=4, seed=1)
     shards = episode_shards(request, 4)
     assert [s.episodes for s in shards] == [
         (("t0", 0), ("t0", 1)),

@@ -27,9 +27,9 @@ from rla_core.envs.rewriter import (
 )
 from rla_core.envs.rollout import run_rollouts
 from rla_core.envs.textworld_env import TextWorldEnv
-from rla_core.stage_inputs import RolloutRequest
 from tests.envs.conftest import ONE_STEP, TWO_STEP
 from tests.envs.test_rollout import RecordedGenerator
+from tests.recorded import rollout_request
 
 
 def _two_step_rollout(env: TextWorldEnv) -> pl.DataFrame:
@@ -40,16 +40,7 @@ def _two_step_rollout(env: TextWorldEnv) -> pl.DataFrame:
     ep.close()
     gen = RecordedGenerator([f"\\boxed{{{look}}}", f"\\boxed{{{east}}}"])
     return run_rollouts(
-        RolloutRequest(
-            tasks=[PlayTask("t", "s", False, TWO_STEP)],
-            n=1,
-            max_steps=2,
-            sampling=SamplingConfig(),
-            seed=0,
-            iteration=1,
-            history_turns=2,
-            env_retries=0,
-        ),
+        rollout_request([PlayTask("t", "s", False, TWO_STEP)], n=1, max_steps=2, seed=0),
         env=env,
         generator=gen,
     )

@@ -15,7 +15,7 @@ from rla_core.models.generator import TransformersGenerator
 from rla_core.settings.textgame import TEXTWORLD
 from rla_core.stage_inputs import RolloutInputs, RolloutRequest, WriteTestsInputs
 from tests.envs.conftest import TWO_STEP
-from tests.recorded import RecordedGenerator
+from tests.recorded import RecordedGenerator, rollout_request
 
 CHAT = (
     "{% for m in messages %}<|user|>{{ m['content'] }}\n{% endfor %}"
@@ -102,16 +102,8 @@ def test_judge_and_coding_prompts_are_marked_up_and_recorded_as_seen(env: TextWo
     task = PlayTask("sum-two", "sum-two", False, spec)
     cfg = load_config(preset="coding", overrides=["coding.unit_tests_per_task=2"])
     policy = _MarkupRecorded(["```python\nprint(3)\n```"] * 2)
-    request = RolloutRequest(
-        tasks=(task,),
-        n=2,
-        max_steps=1,
-        sampling=SamplingConfig(),
-        seed=0,
-        iteration=1,
-        history_turns=0,
-        env=RolloutInputs.from_config(cfg).env(),
-        env_retries=0,
+    request = rollout_request(
+        (task,), n=2, max_steps=1, seed=0, history_turns=0, env=RolloutInputs.from_config(cfg).env()
     )
     frames = CodingSetting().sample_rollouts(request, generator=policy)
     assert frames["rollouts"]["prompt"].unique().to_list() == policy.seen

@@ -22,18 +22,14 @@ from rla_core.envs.textworld_env import TextWorldEnv
 from rla_core.models.generator import TransformersGenerator
 from rla_core.stage_inputs import RolloutRequest
 from tests.envs.conftest import ONE_STEP, TWO_STEP
-from tests.recorded import RecordedGenerator
+from tests.recorded import RecordedGenerator, rollout_request
 
 
 def _request(
     tasks: list, *, seed: int = 7, n: int = 2, max_steps: int = 2, **fields: object
 ) -> RolloutRequest:
-    """A request of this module's shape: ``n`` episodes of ``tasks``, history of 2 turns, no replays."""
-    fields.setdefault("sampling", SamplingConfig())
-    fields.setdefault("iteration", 1)
-    return RolloutRequest(
-        tasks=tasks, n=n, max_steps=max_steps, seed=seed, history_turns=2, env_retries=0, **fields
-    )  # type: ignore[arg-type]
+    """This module's usual request: 2 episodes of 2 steps each, seed 7."""
+    return rollout_request(tasks, n=n, max_steps=max_steps, seed=seed, **fields)
 
 
 def _two_step_start(env: TextWorldEnv) -> list[str]:

@@ -19,6 +19,7 @@ from rla_core.envs.rollout import GenerationMode, run_rollouts
 from rla_core.errors import EnvironmentSpecError
 from rla_core.stage_inputs import RolloutRequest
 from tests.gui.conftest import DATA, RecordedGenerator, spec, train_specs
+from tests.recorded import rollout_request
 
 
 def test_scripted_solver_wins_every_shipped_task(env: MiniWobEnv) -> None:
@@ -131,16 +132,7 @@ def test_rollouts_through_the_shared_runner(env: MiniWobEnv) -> None:
         ["no box", f"\\boxed{{{len(actions) + 5}}}", f"\\boxed{{{target}}}", f"\\boxed{{{submit}}}"]
     )
     frame = run_rollouts(
-        RolloutRequest(
-            tasks=[PlayTask("t0", "s0", False, spec("click-option"))],
-            n=2,
-            max_steps=4,
-            sampling=SamplingConfig(),
-            seed=0,
-            iteration=1,
-            history_turns=2,
-            env_retries=0,
-        ),
+        rollout_request([PlayTask("t0", "s0", False, spec("click-option"))], n=2, max_steps=4, seed=0),
         env=env,
         generator=gen,
         mode=GenerationMode.JOINT,

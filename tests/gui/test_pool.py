@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 
 from rla_core.algo.curriculum import PlayTask
-from rla_core.config import SamplingConfig
 from rla_core.envs.miniwob.env import MiniWobEnv
 from rla_core.envs.miniwob.pool import BrowserOptions, BrowserPool, chrome_processes
 from rla_core.envs.miniwob.tasks import default_html_dir
 from rla_core.envs.rollout import run_rollouts
 from rla_core.errors import BrowserError, BrowserStartError
-from rla_core.stage_inputs import RolloutRequest
 from tests.gui.conftest import RecordedGenerator, spec
+from tests.recorded import rollout_request
 
 CLICK_TEST = (default_html_dir() / "miniwob" / "click-test.html").as_uri()
 
@@ -115,16 +114,7 @@ def test_hung_page_ends_the_episode_as_an_env_error_within_the_timeout(tmp_path:
     ) as env:
         started = time.perf_counter()
         frame = run_rollouts(
-            RolloutRequest(
-                tasks=[PlayTask("hang", "s", False, spec("hang", seed=0))],
-                n=1,
-                max_steps=3,
-                sampling=SamplingConfig(),
-                seed=0,
-                iteration=1,
-                history_turns=2,
-                env_retries=0,
-            ),
+            rollout_request([PlayTask("hang", "s", False, spec("hang", seed=0))], n=1, max_steps=3, seed=0),
             env=env,
             generator=RecordedGenerator([r"\boxed{0}"]),
         )
