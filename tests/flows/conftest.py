@@ -8,6 +8,7 @@ lifecycle (SIGKILL, SIGTERM) and of runs in a private network namespace use :met
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,11 +18,13 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 from typer.testing import CliRunner
 
+from flows.runs import load_run_config
+from rla_core.config import build_config
 from rla_core.store import ArtifactStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,6 +144,21 @@ def base_run(flow_env: FlowEnv) -> tuple[Path, str]:
     proc = flow_env.rla("run", "--preset", "test", *flow_env.settings(root), "--run-id", "base")
     (flow_env.base / "base-run.log").write_text(proc.stdout + proc.stderr)  # what the operator saw
     return root, "base"
+
+
+def copy_run(base: tuple[Path, str], root: Path, **sections: dict[str, Any]) -> ArtifactStore:
+    """The finished run ``base`` copied under ``root`` (the original stays untouched): its stored config points
+    at ``root`` (a run cannot change its artifact_root) with each of ``sections``' keys set in that section."""
+    base_root, rid = base
+    shutil.copytree(base_root / rid, root / rid)
+    store = ArtifactStore(str(root))
+    info = store.read_run_info(rid)
+    config = load_run_config(store, rid).model_dump(mode="json") | {"artifact_root": str(root)}
+    for name, values in sections.items():
+        config[name] = {**config[name], **values}
+    cfg = build_config(config)
+    store.write_run_info(rid, config=config, config_hash=cfg.config_hash(), code_version=info.code_version)
+    return store
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:

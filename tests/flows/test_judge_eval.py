@@ -4,30 +4,20 @@ before anything is written."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import polars as pl
 
-from flows.runs import load_run_config
-from rla_core.config import build_config
 from rla_core.store import ArtifactStore
-from tests.flows.conftest import FlowEnv
+from tests.flows.conftest import FlowEnv, copy_run
 
 
 def test_a_run_resumed_with_a_yardstick_measures_its_first_and_last_judge_on_it(
     flow_env: FlowEnv, base_run: tuple[Path, str], tmp_path: Path
 ) -> None:
-    root, run_id = base_run
+    run_id = base_run[1]
     copy = tmp_path / "runs"
-    shutil.copytree(root / run_id, copy / run_id)  # the session's base run stays untouched
-    store = ArtifactStore(str(copy))
-    # The copy lives under another artifact_root, which a run cannot change: its stored config says so.
-    info = store.read_run_info(run_id)
-    config = load_run_config(store, run_id).model_dump(mode="json") | {"artifact_root": str(copy)}
-    store.write_run_info(
-        run_id, config=config, config_hash=build_config(config).config_hash(), code_version=info.code_version
-    )
+    store = copy_run(base_run, copy)  # the session's base run stays untouched
     # The yardstick: the run's own iteration-1 rollouts (text-game steps labelled by the engine).
     yardstick = tmp_path / "yardstick.parquet"
     steps = store.read_frame(run_id, 1, "rollout", "rollouts")

@@ -8,17 +8,14 @@ root of its own, with retention switched on and its own MLflow store; only itera
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
-from flows.runs import load_run_config
-from rla_core.config import build_config, load_config
-from rla_core.store import ArtifactStore
+from rla_core.config import load_config
 from rla_core.store.artifacts import INVALIDATED_NAME, PRUNED_NAME
 from tasks.retention import prune_checkpoints
 from tasks.stage import RunContext
-from tests.flows.conftest import FlowEnv, invoke_cli
+from tests.flows.conftest import FlowEnv, copy_run, invoke_cli
 
 
 def _files(path: Path) -> dict[str, int]:
@@ -33,26 +30,18 @@ def _one_error(code_output: tuple[int, str]) -> str:
     return lines[0]
 
 
-def _copy_with_retention(base_run: tuple[Path, str], root: Path, mlflow_uri: str) -> ArtifactStore:
-    """The finished base run copied under ``root``, its stored config given storage.keep_last=1."""
-    base_root, rid = base_run
-    shutil.copytree(base_root / rid, root / rid)
-    store = ArtifactStore(str(root))
-    info = store.read_run_info(rid)
-    config = load_run_config(store, rid).model_dump(mode="json")
-    config |= {"artifact_root": str(root), "storage": {"keep_last": 1, "keep_every": None}}
-    config["tracking"] = {**config["tracking"], "mlflow_uri": mlflow_uri}
-    cfg = build_config(config)
-    store.write_run_info(rid, config=config, config_hash=cfg.config_hash(), code_version=info.code_version)
-    return store
-
-
 def test_keep_last_prunes_resumes_and_refuses_the_pruned_iteration(
     flow_env: FlowEnv, base_run: tuple[Path, str], tmp_path: Path
 ) -> None:
     started = time.monotonic()
     root = tmp_path / "runs"
-    store = _copy_with_retention(base_run, root, f"sqlite:///{tmp_path / 'mlflow.db'}")
+    # the finished base run, its stored config given storage.keep_last=1
+    store = copy_run(
+        base_run,
+        root,
+        storage={"keep_last": 1, "keep_every": None},
+        tracking={"mlflow_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
+    )
     rid = base_run[1]
     models = _files(flow_env.base / "models")
     warm = store.manifest(rid, 0, "bootstrap")
