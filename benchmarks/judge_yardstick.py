@@ -109,15 +109,16 @@ def _pick(rows: pl.DataFrame, n: int, *, seed: int, balanced: bool) -> pl.DataFr
     return pl.concat(parts).sample(fraction=1.0, shuffle=True, seed=seed)
 
 
-def _corpus(cfg: RunConfig) -> list[str]:
-    """The tokenizer corpus of the run's tiny models (the warm start's demonstrations and templates)."""
+def _warm_start_data(cfg: RunConfig) -> tuple[Any, int]:
+    """The setting's warm-start demonstrations as the bootstrap stage draws them, and their seed
+    (``models.warm_start_seed``, which the ``bench`` presets set, else the run's seed)."""
     from rla_core.settings import adapter_of
     from rla_core.stage_inputs import BootstrapInputs
 
     inputs = BootstrapInputs.from_config(cfg)
     seed = cfg.models.warm_start_seed if cfg.models.warm_start_seed is not None else cfg.seed
-    with tempfile.TemporaryDirectory(prefix="rla-ceiling-") as work:
-        return list(adapter_of(inputs).warm_start(inputs, seed=seed, workdir=Path(work)).corpus)
+    with tempfile.TemporaryDirectory(prefix="rla-ws-") as work:
+        return adapter_of(inputs).warm_start(inputs, seed=seed, workdir=Path(work)), seed
 
 
 def measure(cfg: RunConfig, judge_dir: Path, yardstick: pl.DataFrame, *, seed: int) -> dict[str, float]:
@@ -150,7 +151,7 @@ def ceiling(args: argparse.Namespace) -> None:
             for frame in (train_steps, yardstick)
         )
     train = judge_rows(train_steps)
-    corpus = _corpus(cfg)
+    corpus = list(_warm_start_data(cfg)[0].corpus)  # the tokenizer corpus of the run's tiny models
     print(
         f"training steps {train.height} (good {float(train['good'].mean()):.3f}); yardstick {yardstick.height}"
     )
@@ -185,17 +186,12 @@ def warmstart(args: argparse.Namespace) -> None:
 
     from rla_core.models.bootstrap import resolve_model, tiny_arch
     from rla_core.models.sft import sft
-    from rla_core.settings import adapter_of
     from rla_core.settings.warm_start import flip_judge_labels
-    from rla_core.stage_inputs import BootstrapInputs
 
     store = ArtifactStore(args.root)
     cfg = load_run_config(store, args.run)
     torch.set_num_threads(cfg.threads)
-    inputs = BootstrapInputs.from_config(cfg)
-    seed = cfg.models.warm_start_seed if cfg.models.warm_start_seed is not None else cfg.seed
-    with tempfile.TemporaryDirectory(prefix="rla-ws-") as work:
-        data = adapter_of(inputs).warm_start(inputs, seed=seed, workdir=Path(work))
+    data, seed = _warm_start_data(cfg)
     base = resolve_model(
         cfg.models.reward, corpus=data.corpus, cache_dir=Path(cfg.models.cache_dir),
         arch=tiny_arch(cfg.models.tiny.reward),
