@@ -80,12 +80,14 @@ class Observation:
     """What the policy sees after ``reset`` or a ``step``.
 
     ``text``: the observation; ``actions``: the admissible actions (the policy answers with the index of
-    one), never empty while the episode goes on; ``done``: the episode ended; ``image``: optionally the
-    path of a PNG of the state (shown to vision-language models).
+    one). Empty while the episode goes on means a *free-form turn* (only in a plug-in that declares
+    :attr:`EnvironmentPlugin.free_form`): the policy writes free text, ``step`` receives it as it is.
+    ``done``: the episode ended; ``image``: optionally the path of a PNG of the state (shown to
+    vision-language models).
     """
 
     text: str
-    actions: tuple[str, ...]
+    actions: tuple[str, ...] = ()
     done: bool = False
     image: str | None = None
 
@@ -168,6 +170,24 @@ class EnvironmentPlugin(ABC):
     once on one instance. A plug-in that raises in ``reset``, ``step`` or ``score`` ends that episode as
     ``env_error`` (it is replayed, never counted as the policy's loss).
 
+    **Free-form turns.** A plug-in with :attr:`free_form` set may return observations without actions: the
+    policy then answers in free text, and ``step`` receives that text unparsed (a malformed or empty answer
+    is the plug-in's to score; it never fails the episode). The policy's prompt is then the plug-in's own
+    conversation, used as given: :attr:`system_prompt`, the instruction and first observation as the first
+    user turn, each earlier answer and the observation that followed it. The judge judges each assistant
+    turn (its prompt shows the conversation up to the turn, the turn and the environment's reply). Free
+    text has no expert labels: :meth:`expert_actions` is not asked on a free-form turn, ``judge.source:
+    oracle`` is refused for such a plug-in, and its judge's warm start labels the demonstration's turns
+    good and the turns of another task's demonstration played here by that episode's outcome.
+
+    **Scores and the outcome.** :meth:`score` is kept in the rows as the episode's raw ``score`` (partial
+    credit, a rubric's weighted sum); the ±1 outcome the method trains on is +1 when the score is at least
+    :attr:`success_score` (default 1.0: only a full score wins), else -1.
+
+    **No rewrite space.** ``rewrite_space = None`` declares that a task has no harder or easier variants:
+    the run plays the plug-in with environment adaptation off (said once at start and by ``rla config
+    show``).
+
     **Why a base class** (everything else in rlanything is composed, with Protocols): it is the clearest
     API for plug-in authors — one import, the optional members' defaults written once and documented
     here, and a class the loader can check (``issubclass``). It holds no state of ours and has no hooks:
@@ -175,8 +195,13 @@ class EnvironmentPlugin(ABC):
     """
 
     Options: ClassVar[type[PluginOptions]] = NoOptions
-    # On the class, or set in ``__init__`` when it depends on the options (one library generator among many).
-    rewrite_space: RewriteSpace
+    # On the class, or set in ``__init__`` when it depends on the options (one library generator among many);
+    # None: no rewrites (adaptation off).
+    rewrite_space: RewriteSpace | None
+    # Free-form turns (see above); on the class, or set in ``__init__`` when an option chooses it.
+    free_form: bool = False
+    system_prompt: str | None = None  # a free-form plug-in's system prompt (None: none)
+    success_score: float = 1.0  # the lowest score that wins (the ±1 outcome)
     judge_template: ClassVar[str] = DEFAULT_JUDGE_TEMPLATE
     rewrite_template: ClassVar[str] = DEFAULT_REWRITE_TEMPLATE
 
@@ -197,14 +222,17 @@ class EnvironmentPlugin(ABC):
 
     @abstractmethod
     def step(self, state: Any, action: str) -> tuple[Any, Observation]:
-        """Play one of the admissible ``action`` s: the next state and observation."""
+        """Play one of the admissible ``action`` s (on a free-form turn: the policy's text, as it wrote it):
+        the next state and observation."""
 
     @abstractmethod
     def score(self, state: Any) -> float:
-        """The episode's score in [0, 1]; 1 means won (read once the episode is done or cut)."""
+        """The episode's score in [0, 1], kept in the rows; at least :attr:`success_score` wins (read once the
+        episode is done; an episode cut at the step budget is lost, its score not read)."""
 
     def demonstration(self, spec: dict[str, Any]) -> Sequence[str] | None:
-        """Actions that win ``spec`` from its reset (the warm start's demonstrations), or None."""
+        """Actions that win ``spec`` from its reset (the warm start's demonstrations; a free-form plug-in's:
+        the answers of each turn), or None."""
         return None
 
     def expert_actions(self, state: Any) -> Sequence[str] | None:
@@ -220,7 +248,8 @@ class EnvironmentPlugin(ABC):
         by one in the goal's direction (override for other moves). One that leaves the bounds is a candidate
         too: the rewrite check records it as an invalid ``proposals`` row with the reason."""
         step = 1 if harder else -1
-        return [{**spec, key: int(spec[key]) + step} for key in self.rewrite_space.difficulty]
+        space = self.rewrite_space
+        return [] if space is None else [{**spec, key: int(spec[key]) + step} for key in space.difficulty]
 
     def check_variant(self, spec: dict[str, Any]) -> str | None:
         """Why a variant inside the rewrite space is still not a playable task (e.g. unwinnable), or None.

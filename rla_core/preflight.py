@@ -50,6 +50,7 @@ from rla_core.errors import RlaError
 
 if TYPE_CHECKING:
     from rla_core.settings.base import SettingAdapter
+    from rla_core.settings.plugin import PluginSetting
     from rla_core.stage_inputs import EvaluateInputs, SeedTasksInputs
 
 
@@ -96,6 +97,7 @@ def _tasks(cfg: RunConfig) -> list[Problem]:
     """The setting's tasks as its stages read them (task files, or a plug-in's code), then what its engine
     needs on this machine; all asked of the setting's adapter, resolved once (a plug-in: loaded here)."""
     from rla_core.settings import adapter_of
+    from rla_core.settings.plugin import PluginSetting
     from rla_core.stage_inputs import BootstrapInputs, EvaluateInputs, SeedTasksInputs
 
     seed, held_out = SeedTasksInputs.from_config(cfg), EvaluateInputs.from_config(cfg)
@@ -119,8 +121,40 @@ def _tasks(cfg: RunConfig) -> list[Problem]:
             ]
         except RlaError as exc:
             problems.append(Problem(source, _first_line(exc)))
+    if not problems and isinstance(adapter, PluginSetting):
+        problems += _plugin_declarations(cfg, adapter)
     engine = f"{cfg.setting.value}.engine"
     return problems + [Problem(engine, f"{adapter.env_name}: {line}") for line in adapter.prerequisites()]
+
+
+def _plugin_declarations(cfg: RunConfig, adapter: PluginSetting) -> list[Problem]:
+    """What a plug-in declares against the run's configuration: free text has no expert labels (the oracle
+    and the judge's yardstick need them), and a plug-in without a rewrite space runs without adaptation."""
+    from rla_core.config import JudgeSource
+    from rla_core.stage_inputs import BootstrapInputs
+
+    try:
+        free_form, rewrites = adapter.declarations(BootstrapInputs.from_config(cfg))
+    except RlaError as exc:
+        return [Problem(cfg.setting.value, _first_line(exc))]
+    name = adapter.env_name
+    problems: list[Problem] = []
+    if free_form and cfg.judge.source is JudgeSource.ORACLE:
+        problems.append(Problem("judge.source", (
+            f"the oracle votes by comparing the played action with the expert's; plug-in {name!r} plays "
+            "free-form turns, where string equality of free text means nothing: use judge.source=reward_model"
+        )))  # fmt: skip
+    if free_form and cfg.evaluation.judge_steps is not None:
+        problems.append(Problem("evaluation.judge_steps", (
+            f"the judge's yardstick is labelled by expert actions; plug-in {name!r} plays free-form turns, "
+            "which have none: remove evaluation.judge_steps"
+        )))  # fmt: skip
+    if not rewrites and cfg.adaptation.enabled:
+        problems.append(Problem("adaptation.enabled", (
+            f"plug-in {name!r} declares no rewrite space: its tasks are never rewritten, the run plays it with "
+            "environment adaptation off (set adaptation.enabled=false to say so)"
+        ), Severity.WARNING))  # fmt: skip
+    return problems
 
 
 def _task_file(

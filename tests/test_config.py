@@ -84,6 +84,19 @@ def test_override_into_a_value_and_bad_yaml() -> None:
         parse_override("rollout.sampling.stop=[unclosed")
 
 
+def test_a_key_inside_a_mapping_leaf_changes_that_key_alone() -> None:
+    # The preset's options {dataset, train_tasks, eval_tasks} stay; each dotted key adds or changes one.
+    cfg = load_config(
+        preset="reasoning-gym", overrides=["plugin.options.answer=free", "plugin.options.train_tasks=8"]
+    )
+    assert cfg.plugin.options == {"dataset": "chain_sum", "train_tasks": 8, "eval_tasks": 2, "answer": "free"}
+    # The whole mapping given is the value (a leaf replaces whole, as in a file).
+    assert load_config(preset="reasoning-gym", overrides=["plugin.options={level: 2}"]).plugin.options == {
+        "level": 2
+    }
+    assert load_config(overrides=["cluster.resources.gpu=2"]).cluster.resources == {"gpu": 2.0}
+
+
 def test_override_values_are_yaml() -> None:
     cfg = load_config(
         overrides=[

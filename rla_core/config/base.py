@@ -25,7 +25,7 @@ class _Section(BaseModel):
             return data
         out = dict(data)
         for name, info in cls.model_fields.items():
-            section = _section_type(info.annotation)
+            section = section_type(info.annotation)
             if section is not None and isinstance(out.get(name), dict):
                 declared = info.get_default(call_default_factory=True)
                 if isinstance(declared, BaseModel):
@@ -33,7 +33,7 @@ class _Section(BaseModel):
         return out
 
 
-def _section_type(annotation: Any) -> type[BaseModel] | None:
+def section_type(annotation: Any) -> type[BaseModel] | None:
     """The section model a field holds, or None for a leaf (a dict-typed field is a leaf: replaced whole)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
@@ -52,7 +52,7 @@ def merge_config(model: type[BaseModel], base: dict[str, Any], top: dict[str, An
     out = dict(base)
     for key, value in top.items():
         info = model.model_fields.get(key)
-        section = _section_type(info.annotation) if info is not None else None
+        section = section_type(info.annotation) if info is not None else None
         if section is not None and isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = merge_config(section, out[key], value)
         else:
@@ -72,7 +72,7 @@ def config_leaves(model: type[BaseModel], data: dict[str, Any], prefix: str = ""
     for name, info in model.model_fields.items():
         if name not in data:
             continue
-        section = _section_type(info.annotation)
+        section = section_type(info.annotation)
         if section is not None and isinstance(data[name], dict):
             out.extend(config_leaves(section, data[name], f"{prefix}{name}."))
         else:

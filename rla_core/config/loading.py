@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from rla_core.config.base import (
     config_leaves,
     merge_config,
+    section_type,
 )
 from rla_core.config.run import RunConfig, embedded_defaults, setting_defaults
 from rla_core.errors import ConfigError
@@ -48,7 +49,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     """``data`` with each ``key=value`` override merged in, in order, key by key (a new dict).
 
     A section given as a mapping (``--set rollout.sampling='{temperature: 0.5}'``) changes the keys it
-    names and keeps the others, as a file's section does.
+    names and keeps the others, as a file's section does; so does a key inside a mapping-valued leaf
+    (``--set plugin.options.answer=free`` keeps the preset's other options).
 
     >>> apply_overrides({"judge": {"m": 3}}, ["judge.sampling={top_p: 0.9}", "seed=7"])
     {'judge': {'m': 3, 'sampling': {'top_p': 0.9}}, 'seed': 7}
@@ -61,7 +63,43 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
             node = node.get(part, {}) if isinstance(node, dict) else node
             if not isinstance(node, dict):
                 raise ConfigError(f"override '{key}': '{part}' is a value, not a section")
+        leaf, inside = _leaf_of(key)
+        if inside:  # a key inside a mapping-valued leaf (plugin.options.answer): that key alone changes
+            current = _get(out, leaf)
+            value = _set_inside(current if isinstance(current, dict) else {}, inside, value)
+            key = leaf
         out = merge_config(RunConfig, out, _dotted_dict(key, value))
+    return out
+
+
+def _leaf_of(dotted: str) -> tuple[str, list[str]]:
+    """The dotted key of the configuration leaf ``dotted`` lands in, and the keys below that leaf (a key
+    inside a mapping-valued leaf such as ``plugin.options``; empty for a leaf or a section)."""
+    model: type[BaseModel] | None = RunConfig
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        info = model.model_fields.get(part) if model is not None else None
+        if info is None:
+            return dotted, []  # an unknown key: validation names it
+        model = section_type(info.annotation)
+        if model is None:
+            return ".".join(parts[: i + 1]), parts[i + 1 :]
+    return dotted, []
+
+
+def _get(data: dict[str, Any], dotted: str) -> Any:
+    node: Any = data
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _set_inside(mapping: dict[str, Any], keys: list[str], value: Any) -> dict[str, Any]:
+    """A copy of ``mapping`` with ``value`` at the nested ``keys``."""
+    out = dict(mapping)
+    head, *rest = keys
+    below = out.get(head)
+    out[head] = _set_inside(below if isinstance(below, dict) else {}, rest, value) if rest else value
     return out
 
 

@@ -23,11 +23,13 @@ from rla_core.algo.episodes import EnvErrorKind as EnvErrorKind  # the kinds an 
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one action did: the next observation, whether the episode ended, and whether it was won."""
+    """What one action did: the next observation, whether the episode ended, whether it was won, and the
+    episode's raw score once it ended (an environment plug-in's :meth:`score`; None where the engine keeps none)."""
 
     observation: str
     done: bool
     won: bool
+    score: float | None = None
 
 
 class Episode(Protocol):
@@ -36,6 +38,16 @@ class Episode(Protocol):
     instruction: str
     observation: str
     admissible_actions: list[str]
+
+    @property
+    def free_form(self) -> bool:
+        """The policy answers this turn in free text (no action list; environment plug-ins that declare it)."""
+        ...
+
+    @property
+    def system_prompt(self) -> str | None:
+        """A free-form episode's system prompt, shown above its conversation (None: none)."""
+        ...
 
     @property
     def observation_ref(self) -> str | None:

@@ -33,6 +33,7 @@ from rla_core.envs.prompts import (
     judge_demo_response,
     listed_actions,
     policy_demo_response,
+    render_conversation,
     render_judge_prompt,
     render_policy_prompt,
     replace_action_list,
@@ -128,25 +129,34 @@ def _play_once(
     steps: list[DemoStep] = []
     history: list[tuple[str, str]] = []
     screens: list[str | None] = []
+    free_form, won = False, False
     try:
         for step in range(max_steps):
             actions = list(episode.admissible_actions)
+            free_form = episode.free_form
             action = choose(step, actions, episode)
-            if action is None or not actions:
+            if action is None or not (actions or free_form):
                 break
-            prompt = render_policy_prompt(
-                instruction=episode.instruction,
-                history=history,
-                observation=episode.observation,
-                actions=actions,
-                history_turns=history_turns,
-            )
-            good = action in episode.expert_actions()
+            if free_form:  # the answer is the text itself; its label is the episode's outcome (below)
+                prompt = render_conversation(
+                    system=episode.system_prompt, instruction=episode.instruction, history=history,
+                    observation=episode.observation,
+                )  # fmt: skip
+                good, response = False, action
+            else:
+                prompt = render_policy_prompt(
+                    instruction=episode.instruction,
+                    history=history,
+                    observation=episode.observation,
+                    actions=actions,
+                    history_turns=history_turns,
+                )
+                good = action in episode.expert_actions()
+                response = policy_demo_response(action, actions.index(action)) if action in actions else ""
             before = episode.observation
             screens.append(episode.observation_ref)
             result = episode.step(action)
-            if action in actions:
-                response = policy_demo_response(action, actions.index(action))
+            if free_form or action in actions:
                 steps.append(
                     DemoStep(
                         prompt,
@@ -160,9 +170,12 @@ def _play_once(
                 )
             history.append((before, action))
             if result.done:
+                won = result.won
                 break
     finally:
         episode.close()
+    if free_form:  # free text has no expert labels: a won episode's turns are good, a lost one's bad
+        return [s._replace(good=won) for s in steps]
     return steps
 
 
@@ -344,9 +357,14 @@ def judge_demos(
     judge_template: str | Template = "judge",
     screens: bool = False,
     retries: int = 0,
+    free_form: bool = False,
 ) -> pl.DataFrame:
     """Judge SFT rows (prompt, images, response) from expert and random trajectories, labelled by
     policy_commands; ``retries``: as :func:`play_demo`'s.
+
+    ``free_form``: the environment's turns are free text, which has neither random admissible actions nor
+    expert labels: each task contributes its demonstration (won: its turns good) and the next task's
+    demonstration (in ``specs`` order, cyclically) played on it, its turns labelled by that episode's outcome.
 
     ``judge_template`` is the judge prompt the rows are rendered with (``gui_judge`` for GUI tasks);
     ``screens``: each row shows the step's screen and the one after it (:func:`judge_row`).
@@ -360,6 +378,16 @@ def judge_demos(
     within its time budget (``benchmarks/bench_warmstart_textgame.py``: judge step accuracy > 0.5).
     """
     rows: list[dict[str, Any]] = []
+    if free_form:
+        plans_of = [env.demonstrations(spec, seed=0) for spec in specs]
+        for i, spec in enumerate(specs):
+            for plan in [*plans_of[i], *plans_of[(i + 1) % len(specs)]] if len(specs) > 1 else plans_of[i]:
+                steps = play_demo(
+                    env, spec, chooser=following(list(plan)), max_steps=len(plan), history_turns=history_turns,
+                    retries=retries,
+                )  # fmt: skip
+                rows.extend(judge_row(step, template=judge_template, screens=screens) for step in steps)
+        return pl.DataFrame(rows, schema=DEMO_COLUMNS)
     for spec in specs:
         plans = env.demonstrations(spec, seed=0)
         trajectories = []

@@ -117,6 +117,9 @@ class GuiEpisode:
     """One GUI episode (implements ``rla_core.envs.base.Episode``): the bookkeeping of the module docstring
     over ``screen``, the engine's ``play`` doing the acting."""
 
+    free_form = False  # every turn lists its actions
+    system_prompt = None  # the policy prompt is the engine's own template
+
     def __init__(self, screen: GuiScreen, play: GuiPlay) -> None:
         self.screen = screen
         self.play = play

@@ -31,13 +31,26 @@ from string import Template
 from typing import Any, TypeVar
 
 from rla_core.algo.adaptation import Goal, VariantSpace
-from rla_core.algo.episodes import WinRule, is_won
 from rla_core.envs.base import EnvErrorKind, StepResult, canonical_spec
 from rla_core.envs.rewriter import Candidate, RewriteRequest, distinct_moves, parse_candidate
 from rla_core.errors import ConfigError, EnvironmentFault, EnvironmentSpecError
 from rla_core.plugins import EnvironmentPlugin, InstalledPlugin, Observation, RewriteSpace, Split, Task
 
 T = TypeVar("T")
+_UNDECLARED = object()
+
+
+def declaration_problem(plugin: EnvironmentPlugin) -> str | None:
+    """Why a plug-in's free-form declarations are malformed (``free_form`` a bool, ``system_prompt`` a
+    string or None, ``success_score`` a number in (0, 1]), or None."""
+    if not isinstance(plugin.free_form, bool):
+        return f"free_form is {plugin.free_form!r}, not True or False"
+    if plugin.system_prompt is not None and not isinstance(plugin.system_prompt, str):
+        return f"system_prompt is {plugin.system_prompt!r}, not a string or None"
+    score = plugin.success_score
+    if isinstance(score, bool) or not isinstance(score, int | float) or not 0.0 < float(score) <= 1.0:
+        return f"success_score is {score!r}; it is the lowest winning score, a number in (0, 1]"
+    return None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -66,6 +79,16 @@ class PluginEpisode:
     def observation_ref(self) -> str | None:
         return self.current.image
 
+    @property
+    def free_form(self) -> bool:
+        """A turn without an action list while the episode goes on (checked against the plug-in's
+        declaration by :meth:`GuardedPlugin.observation`)."""
+        return not self.current.done and not self.current.actions
+
+    @property
+    def system_prompt(self) -> str | None:
+        return self.env.plugin.system_prompt
+
     def step(self, action: str) -> StepResult:
         state, obs = self.env.call("step", self.spec, lambda: self.env.plugin.step(self.state, action))
         self.state = state
@@ -73,11 +96,10 @@ class PluginEpisode:
         if not self.current.done:
             return StepResult(self.current.text, done=False, won=False)
         self.done = True
-        won = is_won(self.env.score(self.state, self.spec), WinRule.FULL_SCORE)
-        return StepResult(self.current.text, done=True, won=won)
+        return self.env.ended(self.current.text, self.env.score(self.state, self.spec))
 
     def expert_actions(self) -> list[str]:
-        if self.done:
+        if self.done or self.free_form:  # free text has no expert labels (string equality means nothing)
             return []
         found = self.env.call("expert_actions", self.spec, lambda: self.env.plugin.expert_actions(self.state))
         if found is None:
@@ -111,11 +133,31 @@ class GuardedPlugin:
             raise
         except Exception as exc:  # the plug-in's own constructor failed, whatever it raised: name it
             raise ConfigError(f"plug-in {self.name!r} raised in __init__(options): {_one_line(exc)}") from exc
-        if not isinstance(getattr(self.plugin, "rewrite_space", None), RewriteSpace):
+        where = f"plug-in {self.name!r} ({self.installed.cls.__module__}.{self.installed.cls.__qualname__})"
+        space = getattr(self.plugin, "rewrite_space", _UNDECLARED)
+        if space is not None and not isinstance(space, RewriteSpace):
             raise ConfigError(
-                f"plug-in {self.name!r} ({self.installed.cls.__module__}.{self.installed.cls.__qualname__}) "
-                "declares no rewrite_space (a RewriteSpace, on the class or set in __init__)"
+                f"{where} declares no rewrite_space (a RewriteSpace, or None for a plug-in without rewrites; "
+                "on the class or set in __init__)"
             )
+        problem = declaration_problem(self.plugin)
+        if problem is not None:
+            raise ConfigError(f"{where}: {problem}")
+
+    @property
+    def free_form(self) -> bool:
+        """The plug-in declares free-form turns (:attr:`~rla_core.plugins.EnvironmentPlugin.free_form`)."""
+        return bool(self.plugin.free_form)
+
+    @property
+    def space(self) -> RewriteSpace | None:
+        """The declared rewrite space; None: the plug-in has no rewrites (adaptation off)."""
+        space: RewriteSpace | None = self.plugin.rewrite_space
+        return space
+
+    def ended(self, text: str, score: float) -> StepResult:
+        """The result of an ended episode with ``score``: won when it reaches the plug-in's success score."""
+        return StepResult(text, done=True, won=score >= self.plugin.success_score, score=score)
 
     def close(self) -> None:
         """The plug-in's own ``close``; what it raises names the plug-in."""
@@ -158,8 +200,11 @@ class GuardedPlugin:
             problem = f"actions is {value.actions!r}, not a tuple of strings"
         elif not all(isinstance(a, str) and a for a in value.actions):
             problem = f"actions {list(value.actions)!r} are not all non-empty strings"
-        elif not value.done and not value.actions:
-            problem = "no admissible action while the episode goes on (done=False)"
+        elif not value.done and not value.actions and not self.free_form:
+            problem = (
+                "no admissible action while the episode goes on (done=False); a plug-in whose turns are free "
+                "text declares free_form = True"
+            )
         elif value.image is not None and not isinstance(value.image, str):
             problem = f"image is {value.image!r}, not a path or None"
         if problem is not None:
@@ -177,7 +222,7 @@ class GuardedPlugin:
     def validate_spec(self, spec: dict[str, Any]) -> None:
         if not isinstance(spec, dict):
             raise EnvironmentSpecError(f"plug-in {self.name!r}: a task spec is a JSON object, got {spec!r}")
-        problem = self.plugin.rewrite_space.problem(spec)
+        problem = self.space.problem(spec) if self.space is not None else None
         if problem is not None:
             raise EnvironmentSpecError(
                 f"plug-in {self.name!r}: task spec {canonical_spec(spec)} is outside its rewrite space: {problem}"
@@ -276,7 +321,9 @@ class GuardedPlugin:
 
 def variant_space(env: GuardedPlugin) -> VariantSpace:
     """The plug-in's declared :class:`~rla_core.plugins.RewriteSpace` as the space of the one rewrite rule."""
-    space = env.plugin.rewrite_space
+    space = env.space
+    if space is None:
+        raise ConfigError(f"plug-in {env.name!r} declares no rewrite space: its tasks have no variants")
     return VariantSpace(
         bounds=space.bounds, difficulty=space.difficulty, anchor_radius=space.anchor_radius,
         owner=f"plug-in {env.name!r}",
@@ -325,7 +372,7 @@ class PluginPrompts:
         self.env = env
 
     def prompts(self, request: RewriteRequest, *, k: int) -> list[str]:
-        space = self.env.plugin.rewrite_space
+        space = variant_space(self.env)
         template = Template(self.env.plugin.rewrite_template)
         feedback = request.feedback.summaries() if request.feedback is not None else []
         return [

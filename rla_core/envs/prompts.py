@@ -90,6 +90,36 @@ def render_policy_prompt(
     )
 
 
+def render_conversation(
+    *, system: str | None, instruction: str, history: Sequence[tuple[str, str]], observation: str
+) -> str:
+    """A free-form episode's prompt: its conversation as given, each turn on its own labelled block.
+
+    The system prompt (when the plug-in gives one), the first user turn (the instruction and the first
+    observation), then each earlier answer and the observation that followed it, and the empty assistant
+    turn the policy completes. Every turn is shown (a conversation is the environment's state).
+
+    Example:
+        >>> print(render_conversation(system="Be brief.", instruction="Add.", history=[("2+2?", "4")],
+        ...                           observation="Now 3+3?"))
+        Be brief.
+        <BLANKLINE>
+        User: Add.
+        2+2?
+        Assistant: 4
+        User: Now 3+3?
+        Assistant:
+    """
+    observations = [obs for obs, _answer in history] + [observation]
+    answers = [answer for _obs, answer in history]
+    lines = [f"{system}\n"] if system else []
+    lines.append(f"User: {instruction}\n{observations[0]}")
+    for answer, obs in zip(answers, observations[1:], strict=True):
+        lines += [f"Assistant: {answer}", f"User: {obs}"]
+    lines.append("Assistant:")
+    return "\n".join(lines)
+
+
 def _action_block(prompt: str) -> tuple[int, int]:
     """Start and end of a rendered policy prompt's numbered list, from the policy template's own text."""
     before, after = load_template("policy").template.split("${actions}")

@@ -54,7 +54,7 @@ from rla_core.algo.parsing import Parsed, fallback_action_index, parse_action_in
 from rla_core.algo.seeds import derive_seed
 from rla_core.config import InvalidAction
 from rla_core.envs.base import EnvErrorKind, StepResult
-from rla_core.envs.prompts import render_policy_prompt
+from rla_core.envs.prompts import render_conversation, render_policy_prompt
 from rla_core.errors import EnvironmentFault, EnvironmentSpecError
 from rla_core.models.multimodal import ImagePrompt, Prompt
 from rla_core.schemas import empty_frame, get_schema, validate
@@ -112,7 +112,8 @@ def run_rollouts(
     (0-based), prompt, response, action (the command played), action_valid, invalid_reason (null when
     valid), next_observation, expert_actions (JSON list of the engine's optimal next commands before
     the action), done (True on the last row of a rollout), outcome (+1 won / -1, on every row), score
-    (null: text games have no partial score), prompt_tokens, response_tokens. The prompt shows the last
+    (an environment plug-in's raw score once the episode ended; null for engines without one
+    and for a cut episode), prompt_tokens, response_tokens. The prompt shows the last
     ``request.history_turns`` turns (``models.history_turns``) and is passed through
     ``generator.format_prompt`` (chat markup when ``models.serving.chat_template`` is on). Rows are
     ordered by task order, rollout_id, step. ``timings``, when given, accumulates generation vs. engine
@@ -289,14 +290,22 @@ def _canonical(frame: pl.DataFrame, request: RolloutRequest) -> pl.DataFrame:
 
 
 def _policy_prompt(ep: _Live, *, history_turns: int, images: int) -> Prompt:
-    """The policy's prompt for the episode's next step: text, plus its last ``images`` screens when > 0."""
-    text = render_policy_prompt(
-        instruction=ep.game.instruction,
-        history=ep.history,
-        observation=ep.game.observation,
-        actions=ep.game.admissible_actions,
-        history_turns=history_turns,
-    )
+    """The policy's prompt for the episode's next step: text, plus its last ``images`` screens when > 0.
+    A free-form turn shows the episode's conversation as the plug-in gives it (every turn)."""
+    game = ep.game
+    if game.free_form:
+        text = render_conversation(
+            system=game.system_prompt, instruction=game.instruction, history=ep.history,
+            observation=game.observation,
+        )  # fmt: skip
+    else:
+        text = render_policy_prompt(
+            instruction=game.instruction,
+            history=ep.history,
+            observation=game.observation,
+            actions=game.admissible_actions,
+            history_turns=history_turns,
+        )
     if images == 0:
         return text
     current = ep.game.observation_ref
@@ -383,13 +392,15 @@ def _play_turn(
     if done:
         outcome, status = (1.0, EpisodeStatus.WON) if result.won else (-1.0, EpisodeStatus.LOST)
         for r in ep.rows:
-            r["outcome"], r["status"] = outcome, status.value
+            r["outcome"], r["status"], r["score"] = outcome, status.value, result.score
 
 
 def _step(ep: _Live, row: dict[str, Any], *, out: Generation, invalid_action: InvalidAction) -> StepResult:
     """Parse the answer, play it, and fill ``row``; raises EnvironmentFault when the environment fails."""
     episode = ep.game
     actions = list(episode.admissible_actions)
+    if episode.free_form:
+        return _free_turn(episode, row, out=out)
     if not actions:
         # Every engine offers at least one action on a working page or desktop (MiniWoB: its elements;
         # OSWorld: DONE and FAIL; text games: their commands): none means it broke (lost its elements).
@@ -411,6 +422,18 @@ def _step(ep: _Live, row: dict[str, Any], *, out: Generation, invalid_action: In
         row["next_observation_ref"] = episode.observation_ref
     else:
         result = StepResult(observation=INVALID_ANSWER_ENDS, done=True, won=False)
+    row["next_observation"] = result.observation
+    return result
+
+
+def _free_turn(episode: Episode, row: dict[str, Any], *, out: Generation) -> StepResult:
+    """A free-form turn: the policy's text goes to the environment as it was written (parsing it, and
+    scoring a malformed or empty answer, is the plug-in's); free text has no expert labels."""
+    row["_observation_before"] = episode.observation
+    row["observation_ref"] = episode.observation_ref
+    row["action"], row["action_valid"] = out.text, True
+    result = episode.step(out.text)
+    row["next_observation_ref"] = episode.observation_ref
     row["next_observation"] = result.observation
     return result
 

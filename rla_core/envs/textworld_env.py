@@ -137,6 +137,8 @@ class TextWorldEpisode:
     """One running TextWorld game (implements :class:`rla_core.envs.base.Episode`)."""
 
     observation_ref: str | None = None  # text observations only
+    free_form = False  # every turn lists its commands
+    system_prompt = None  # the policy prompt is the engine's own template
 
     def __init__(self, game_file: Path, *, limits: TextLimits) -> None:
         import textworld

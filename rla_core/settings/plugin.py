@@ -23,6 +23,7 @@ from rla_core.algo.curriculum import PlayTask
 from rla_core.config import RewriterKind, Setting
 from rla_core.errors import ConfigError, EnvironmentFault, EnvironmentSpecError
 from rla_core.plugins import EnvironmentPlugin, InstalledPlugin, find_plugin
+from rla_core.schemas import empty_frame
 from rla_core.settings.base import (
     ProposalRequest,
     TaskFiles,
@@ -136,7 +137,8 @@ class PluginSetting:
 
     def warm_start(self, inputs: BootstrapInputs, *, seed: int, workdir: Path | None = None) -> WarmStartData:
         """Corpus from the plug-in's episodes and texts; the policy's demonstrations when the plug-in gives
-        them, the judge's when it gives expert actions (its step labels); otherwise no rows: that model
+        them, the judge's when it gives expert actions (its step labels; a free-form plug-in's: its
+        demonstrations, labelled by outcome, :func:`~rla_core.envs.demos.judge_demos`); otherwise no rows: that model
         starts from its untrained tiny weights (or the checkpoint configured). Every episode is played
         through the guarded path and replayed like a rollout's when the plug-in fails in it
         (``rollout.env_retries``); a seed task that still cannot be played fails the stage naming it."""
@@ -159,9 +161,15 @@ class PluginSetting:
                 ),
                 reward_rows=judge_demos(
                     env, specs, seed=seed, history_turns=turns, judge_template=self.judge_template,
-                    retries=retries,
-                ) if _overrides(cls, "expert_actions") else empty,
+                    retries=retries, free_form=env.free_form,
+                ) if _overrides(cls, "demonstration" if env.free_form else "expert_actions") else empty,
             )  # fmt: skip
+
+    def declarations(self, inputs: BootstrapInputs) -> tuple[bool, bool]:
+        """What the plug-in declares that the run's configuration must agree with: (its turns are free-form,
+        it has a rewrite space)."""
+        with self._open(inputs.plugin) as env:
+            return env.free_form, env.space is not None
 
     def check_seed_tasks(self, inputs: BootstrapInputs) -> list[str]:
         """The preflight's look at the plug-in's seed tasks, one line per problem: the plug-in's
@@ -189,6 +197,11 @@ class PluginSetting:
         from rla_core.envs.plugin_env import PluginPrompts, PluginRewriter, check_variant
         from rla_core.envs.rewriter import ModelRewriter, RewriteRequest, rewrite_tasks
 
+        with self._open(inputs.plugin) as env:
+            if (
+                env.space is None
+            ):  # no rewrites declared: adaptation is off for this plug-in (preflight says so)
+                return empty_frame("proposals")
         requests = rewrite_requests(
             job, max_steps=inputs.rollout.max_steps, summarizer=env_model, sampling=inputs.adaptation.sampling
         )
@@ -216,7 +229,7 @@ def _demonstration_problems(env: GuardedPlugin, spec: dict[str, Any]) -> list[st
             episode = env.open(spec, seed=0)
             result = None
             for action in plan:
-                if action not in episode.admissible_actions:
+                if not episode.free_form and action not in episode.admissible_actions:
                     return [f"cannot be demonstrated: {action!r} is not an admissible action there"]
                 result = episode.step(action)
                 if result.done:

@@ -193,6 +193,8 @@ class _NoActionEpisode:
     instruction = "click the button"
     observation = "an empty page"
     observation_ref = None
+    free_form = False
+    system_prompt = None
     admissible_actions: list[str] = []  # noqa: RUF012 - read-only protocol attribute
 
     def step(self, action: str) -> StepResult:

@@ -195,11 +195,16 @@ def planned(store: ArtifactStore, run_id: str) -> set[tuple[int, str]]:
     return {(p.iteration, str(p.stage)) for p in plan(RunContext(run_id=run_id, config=cfg), check=False)}
 
 
-def run_preset_two_iterations(flow_env: FlowEnv, preset: str, run_id: str, *, timeout: int) -> ArtifactStore:
-    """``rla run --preset <preset>`` (its own two iterations) under ``flow_env``: every planned stage
-    committed, each iteration the whole loop. Returns the run's store."""
+def run_preset_two_iterations(
+    flow_env: FlowEnv, preset: str, run_id: str, *overrides: str, timeout: int
+) -> ArtifactStore:
+    """``rla run --preset <preset>`` (its own two iterations, ``overrides`` as ``--set``) under ``flow_env``:
+    every planned stage committed, each iteration the whole loop. Returns the run's store."""
     root = flow_env.base / f"runs-{run_id}"
-    flow_env.rla("run", "--preset", preset, *flow_env.settings(root), "--run-id", run_id, timeout=timeout)
+    sets = [arg for o in overrides for arg in ("--set", o)]
+    flow_env.rla(
+        "run", "--preset", preset, *flow_env.settings(root), *sets, "--run-id", run_id, timeout=timeout
+    )
     store = ArtifactStore(str(root))
     done = set(store.committed(run_id))
     assert done == planned(store, run_id)

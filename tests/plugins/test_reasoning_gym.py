@@ -70,6 +70,27 @@ def test_the_policy_plays_it_through_the_rollout_runner() -> None:
     assert rollouts["expert_actions"][0] == json.dumps([answer])
 
 
+def test_free_form_answers_are_read_and_scored_by_the_library() -> None:
+    env = GuardedPlugin(load_plugin("reasoning-gym", {"train_tasks": 1, "answer": "free"}))
+    spec = env.tasks("train")[0].spec
+    request = RolloutRequest(
+        tasks=(PlayTask("t0", "t0", False, spec),), n=3, max_steps=2, sampling=SamplingConfig(), seed=1,
+        iteration=1, history_turns=2, env_retries=0,
+    )  # fmt: skip
+    entry = reasoning_gym.create_dataset("chain_sum", size=1, seed=spec["seed"], **{
+        k: v for k, v in spec.items() if k != "seed"
+    })[0]  # fmt: skip
+    right = f"Thinking... <answer>{entry['answer']}</answer>"
+    gen = RecordedGenerator([right, str(entry["answer"]), "<answer>0.5</answer>"])
+    rollouts = play_rollouts(request, env=env, generator=gen)["rollouts"]
+    assert rollouts["action"].to_list() == [right, str(entry["answer"]), "<answer>0.5</answer>"]
+    assert rollouts["status"].to_list() == ["won", "lost", "lost"]  # no tags: the library finds no answer
+    assert rollouts["score"].to_list() == [1.0, 0.0, reasoning_gym.create_dataset("chain_sum", size=1, seed=0)
+                                             .score_answer("0.5", entry)]  # fmt: skip
+    assert rollouts["next_observation"][1] == "You answered: no answer in <answer></answer> tags"
+    assert rollouts["prompt"][0].startswith(env.plugin.system_prompt)  # type: ignore[arg-type]
+
+
 def test_rewrites_move_along_the_levels_and_are_validated_by_generating() -> None:
     env = GuardedPlugin(load_plugin("reasoning-gym", {"train_tasks": 1}))
     root = env.tasks("train")[0].spec

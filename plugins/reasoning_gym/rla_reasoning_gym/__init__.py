@@ -6,10 +6,14 @@ e.g. ``min_terms``/``max_terms`` of ``chain_sum``). The rewrite space is declare
 lies between the lowest and the highest level of its curriculum attribute, and a rewrite moves one field to
 the neighbouring level. A candidate is valid only when the library accepts the config and generates from it.
 
-An episode is one question: the observation is the generated question, the admissible actions are the item's
-answer and answers of other items of the same config (shuffled by the episode's seed; none that the library
-scores as correct), and the library's ``score_answer`` of the chosen one is the outcome. The demonstration
-and expert action is the generated answer.
+An episode is one question, played in one of two ways (``plugin.options.answer``):
+
+- ``choice`` (the default): the admissible actions are the item's answer and answers of other items of the
+  same config (shuffled by the episode's seed; none that the library scores as correct), and the library's
+  ``score_answer`` of the chosen one is the score. The demonstration and expert action is the generated answer.
+- ``free``: as the library intends, a free-form turn: the policy writes its answer under the library's
+  ``direct`` system prompt (``<answer>...</answer>``), the library's ``extract_answer`` reads it and
+  ``score_answer`` scores it (no answer found scores 0). The demonstration is the generated answer in those tags.
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import reasoning_gym
 from pydantic import field_validator
 from reasoning_gym.coaching.attributes import RangeAttributeDefinition
 from reasoning_gym.factory import CURRICULA, DATASETS
+from reasoning_gym.utils import SYSTEM_PROMPTS, extract_answer
 
 from rla_core.plugins import EnvironmentPlugin, Field, Observation, PluginOptions, RewriteSpace, Task
 
@@ -72,7 +77,11 @@ class ReasoningGymOptions(PluginOptions):
     train_tasks: int = Field(4, ge=1, le=64, description="Seed training tasks (seeds 0, 1, ...).")
     eval_tasks: int = Field(4, ge=1, le=64, description="Held-out tasks (their own seeds, the seed config).")
     choices: int = Field(
-        4, ge=2, le=8, description="Admissible answers per question (the item's and others)."
+        4, ge=2, le=8, description="Admissible answers per question (the item's and others; answer=choice)."
+    )
+    answer: Literal["choice", "free"] = Field(
+        "choice",
+        description="choice: pick one of the listed answers; free: write the answer (a free-form turn).",
     )
 
     @field_validator("dataset")
@@ -130,6 +139,8 @@ class ReasoningGym(EnvironmentPlugin):
         self.attributes = attributes(options.dataset)
         self.fields = tuple(self.rewrite_space.bounds)
         self.scorer = reasoning_gym.create_dataset(self.dataset, size=1, seed=0)
+        self.free_form = options.answer == "free"
+        self.system_prompt = SYSTEM_PROMPTS["direct"] if self.free_form else None
 
     def _key(self, spec: dict[str, Any]) -> tuple[tuple[str, int], ...]:
         return tuple(sorted(_config(spec, self.fields).items()))
@@ -148,20 +159,24 @@ class ReasoningGym(EnvironmentPlugin):
         return [Task(f"{self.dataset}-{i}", self._seed_spec(i)) for i in range(opts.train_tasks)]
 
     def instruction(self, spec: dict[str, Any]) -> str:
+        if self.free_form:
+            return "Answer the question."
         return "Answer the question: choose the correct answer."
 
     def reset(self, spec: dict[str, Any], *, seed: int) -> tuple[State, Observation]:
         key = self._key(spec)
         entry = _item(self.dataset, int(spec["seed"]), key)
+        if self.free_form:
+            return State(entry, ()), Observation(str(entry["question"]))
         actions = list(_choices(self.dataset, int(spec["seed"]), key, self.opts.choices))
         random.Random(seed).shuffle(actions)
         state = State(entry, tuple(actions))
         return state, Observation(str(entry["question"]), state.actions)
 
     def step(self, state: State, action: str) -> tuple[State, Observation]:
-        return State(state.entry, state.actions, action), Observation(
-            f"You answered: {action}", (), done=True
-        )
+        answer = extract_answer(action) if self.free_form else action
+        shown = "no answer in <answer></answer> tags" if answer is None else answer
+        return State(state.entry, state.actions, answer), Observation(f"You answered: {shown}", done=True)
 
     def score(self, state: State) -> float:
         if state.answer is None:
@@ -169,7 +184,8 @@ class ReasoningGym(EnvironmentPlugin):
         return float(self.scorer.score_answer(state.answer, state.entry))
 
     def demonstration(self, spec: dict[str, Any]) -> list[str]:
-        return [str(_item(self.dataset, int(spec["seed"]), self._key(spec))["answer"])]
+        answer = str(_item(self.dataset, int(spec["seed"]), self._key(spec))["answer"])
+        return [f"<answer>{answer}</answer>" if self.free_form else answer]
 
     def expert_actions(self, state: State) -> list[str]:
         return [] if state.answer is not None else [str(state.entry["answer"])]

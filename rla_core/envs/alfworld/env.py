@@ -184,6 +184,8 @@ class AlfworldEpisode:
     """One running ALFWorld game (implements :class:`rla_core.envs.base.Episode`)."""
 
     observation_ref: str | None = None  # text observations only
+    free_form = False  # every turn lists its commands
+    system_prompt = None  # the policy prompt is the engine's own template
 
     def __init__(
         self,
