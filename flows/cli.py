@@ -521,8 +521,27 @@ def config_show(
                 resolved.config.model_dump(mode="json"), sort_keys=False, allow_unicode=True
             )
             out.print(text.rstrip("\n"), highlight=False, soft_wrap=True, markup=False)
+        for note in _plugin_notes(resolved.config):  # what the plug-in's declarations change, as comments
+            out.print(f"# {note}", highlight=False, soft_wrap=True, markup=False)
 
     _guard(body)
+
+
+def _plugin_notes(cfg: RunConfig) -> list[str]:
+    """The warnings a plug-in's declarations give this configuration (adaptation off for a plug-in without
+    a rewrite space); none for another setting or a plug-in that does not resolve (`rla config check` says why)."""
+    from rla_core.preflight import Severity, plugin_declarations
+    from rla_core.settings.plugin import PluginSetting
+    from rla_core.stage_inputs import SeedTasksInputs
+
+    section = SeedTasksInputs.from_config(cfg).plugin
+    if section is None:  # another setting
+        return []
+    try:
+        adapter = PluginSetting.of(section)
+    except RlaError:
+        return []
+    return [p.line() for p in plugin_declarations(cfg, adapter) if p.severity is Severity.WARNING]
 
 
 @config_app.command("check")

@@ -122,14 +122,15 @@ def _tasks(cfg: RunConfig) -> list[Problem]:
         except RlaError as exc:
             problems.append(Problem(source, _first_line(exc)))
     if not problems and isinstance(adapter, PluginSetting):
-        problems += _plugin_declarations(cfg, adapter)
+        problems += plugin_declarations(cfg, adapter)
     engine = f"{cfg.setting.value}.engine"
     return problems + [Problem(engine, f"{adapter.env_name}: {line}") for line in adapter.prerequisites()]
 
 
-def _plugin_declarations(cfg: RunConfig, adapter: PluginSetting) -> list[Problem]:
+def plugin_declarations(cfg: RunConfig, adapter: PluginSetting) -> list[Problem]:
     """What a plug-in declares against the run's configuration: free text has no expert labels (the oracle
-    and the judge's yardstick need them), and a plug-in without a rewrite space runs without adaptation."""
+    and the judge's yardstick need them), and a plug-in without a rewrite space runs without adaptation
+    (a warning, which ``rla config show`` prints too)."""
     from rla_core.config import JudgeSource
     from rla_core.stage_inputs import BootstrapInputs
 

@@ -22,7 +22,7 @@ from rla_core.envs.plugin_env import GuardedPlugin
 from rla_core.envs.rollout import play_rollouts
 from rla_core.errors import ConfigError
 from rla_core.plugins import EnvironmentPlugin, InstalledPlugin, NoOptions, Observation, RewriteSpace, Task
-from rla_core.preflight import Severity, _plugin_declarations
+from rla_core.preflight import Severity, plugin_declarations
 from rla_core.schemas import empty_frame
 from rla_core.settings.base import ProposalRequest
 from rla_core.settings.plugin import PluginSetting
@@ -159,14 +159,14 @@ def test_the_preflight_refuses_expert_labels_for_free_text_and_says_adaptation_i
     oracle = ("judge.source=oracle", "training.reward.enabled=false", "adaptation.enabled=false")
     cfg = _inputs("two-sums", *oracle, "evaluation.judge_steps=steps.parquet")
     setting = PluginSetting(InstalledPlugin("two-sums", TwoSums, "tests", "0", NoOptions()))
-    problems = {p.key: p for p in _plugin_declarations(cfg, setting)}
+    problems = {p.key: p for p in plugin_declarations(cfg, setting)}
     assert set(problems) == {"judge.source", "evaluation.judge_steps"}
     assert "free-form turns" in problems["judge.source"].message
     bare = PluginSetting(InstalledPlugin("two-sums", NoRewrites, "tests", "0", NoOptions()))
-    (warning,) = _plugin_declarations(_inputs("two-sums"), bare)
+    (warning,) = plugin_declarations(_inputs("two-sums"), bare)
     assert warning.key == "adaptation.enabled" and warning.severity is Severity.WARNING
     assert "declares no rewrite space" in warning.message
-    assert not _plugin_declarations(_inputs("two-sums", "adaptation.enabled=false"), bare)
+    assert not plugin_declarations(_inputs("two-sums", "adaptation.enabled=false"), bare)
 
 
 def test_a_plugin_without_a_rewrite_space_proposes_nothing() -> None:
@@ -175,3 +175,17 @@ def test_a_plugin_without_a_rewrite_space_proposes_nothing() -> None:
     job = ProposalRequest(frames={}, targets=[], seed=0, iteration=1)
     proposals = setting.propose(AdaptInputs.from_config(cfg), job, env_model=None)
     assert proposals.height == 0 and proposals.columns == empty_frame("proposals").columns
+
+
+def test_config_show_says_adaptation_is_off_for_a_plugin_without_rewrites(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flows.cli import _plugin_notes
+
+    # Resolved as a stage resolves it; the entry point stands in for an installed package of this class.
+    monkeypatch.setattr(
+        "rla_core.settings.plugin.find_plugin", lambda name: InstalledPlugin(name, NoRewrites, "tests", "0")
+    )
+    (note,) = _plugin_notes(_inputs("two-sums"))
+    assert note.startswith("adaptation.enabled: plug-in 'two-sums' declares no rewrite space")
+    assert _plugin_notes(load_config()) == []  # another setting: nothing to say
