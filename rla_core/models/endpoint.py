@@ -16,7 +16,8 @@ the turn is sampled with :func:`~rla_core.algo.seeds.turn_seed` of it and the tu
 never depends on when its request arrived. Requests are answered one at a time on the in-process
 backend: a turn's tokens and log-probabilities are those of a batch of one, whatever else is in flight,
 so the same seed gives the same records. A request repeated (a client's retry) is answered and recorded
-again with the same content. What the endpoint does not take (tools, images, ``n`` > 1, stop sequences,
+again with the same content; a different conversation under an episode seed and turn already answered
+is refused (two episodes must not share a seed). What the endpoint does not take (tools, images, ``n`` > 1, stop sequences,
 a request without ``seed``, another model's name, a wrong API key) is an OpenAI-style error with the reason.
 
 Example:
@@ -171,14 +172,22 @@ class RecordingEndpoint:
         sampling = request.sampling(self.defaults)
         turn = request.turn_index()
         seed = turn_seed(request.seed, turn)
+        messages = EndpointRecord.messages_json(turns)
         with self._lock:
+            earlier = self._records.get((request.seed, turn))
+            if earlier is not None and earlier.messages != messages:
+                raise ChatRequestError(
+                    f"seed {request.seed} already answered a different conversation at turn {turn}: each "
+                    "episode needs its own seed (the adapter derives one per episode)",
+                    status=409,
+                )
             (sample,) = self.generator.generate_tokens([rendered.ids], sampling=sampling, seeds=[seed])
             ids = list(sample.token_ids)
             text = self._tokenizer.decode(
                 ids[:-1] if ids and ids[-1] in self._eos else ids, skip_special_tokens=True
             )
             record = EndpointRecord(
-                episode_seed=request.seed, turn=turn, seed=seed, messages=EndpointRecord.messages_json(turns),
+                episode_seed=request.seed, turn=turn, seed=seed, messages=messages,
                 prompt=rendered.text, prompt_ids=rendered.ids, response=str(text), response_ids=sample.token_ids,
                 logprobs=sample.logprobs, finish_reason=sample.finish_reason, temperature=sampling.temperature,
                 top_p=sampling.top_p, max_tokens=sampling.max_new_tokens, checkpoint=self.weights,

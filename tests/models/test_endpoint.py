@@ -60,6 +60,9 @@ def test_stream_and_plain_answers_are_the_recorded_turn(
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == record.finish_reason
     assert chunks[-1].usage is not None and chunks[-1].usage.prompt_tokens == len(record.prompt_ids)
     assert endpoint.records(11) == [record]  # a repeated request records the same turn once
+    # Another conversation under the same episode seed and turn: two episodes sharing a seed is refused.
+    with pytest.raises(openai.APIStatusError, match="already answered a different conversation"):
+        client.chat.completions.create(model="rla-policy", messages=QUESTION[1:], seed=11)
     # What was recorded: the conversation, its rendering in the chat markup and the ids the model continued.
     assert json.loads(record.messages) == QUESTION
     assert record.prompt.startswith("<|im_start|>system\nAnswer briefly.") and record.prompt.endswith(
