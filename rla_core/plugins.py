@@ -358,3 +358,44 @@ def plugin_versions(name: str) -> tuple[str, dict[str, str]]:
         except importlib.metadata.PackageNotFoundError:
             out[dist] = ""
     return ep.dist.version, out
+
+
+# ---- episodes a plug-in plays itself, against the policy's endpoint --------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyEndpoint:
+    """The policy as an OpenAI-compatible Chat Completions endpoint: the stage's recording endpoint, on
+    loopback. Send every chat request of an episode to ``base_url`` with the bearer ``api_key``, ``model``,
+    these sampling values and the episode's ``seed`` (:class:`EpisodeRequest`); requests stream or not."""
+
+    base_url: str
+    api_key: str
+    model: str
+    temperature: float
+    top_p: float
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class EpisodeRequest:
+    """One episode for :meth:`EnvironmentPlugin.play`: the task, the ``seed`` every chat request of the
+    episode carries (its turns are sampled from it and their index), and the loop's turn limit."""
+
+    task_id: str
+    spec: dict[str, Any]
+    seed: int
+    max_turns: int
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """How an episode :meth:`EnvironmentPlugin.play` played ended: its raw ``score`` (None with an
+    ``error``: the environment failed, an ``env_error`` episode), the turn limit that applied (the smaller
+    of the loop's and the environment's own) and, optionally, the environment's last message (what the
+    judge sees after the last turn)."""
+
+    score: float | None
+    max_turns: int
+    error: str | None = None
+    final_observation: str = ""
