@@ -23,7 +23,8 @@ judge's band (``env/share_in_band``: the paper's own means of balance); ``weight
 votes' own (the label stage's), so a noisy oracle's measured balanced accuracy stands there.
 
 A third table, **the judge on its yardstick** (``judge_eval``, ``evaluation.judge_steps``), per run: balanced
-accuracy and good-verdict share at iteration 0 and at the last iteration that measured it.
+accuracy and good-verdict share at iteration 0 and at the last iteration that measured it, and per arm their
+change (end − start) as a mean over the arm's runs with its 95 % t-interval over seeds.
 
 Nothing is recomputed: every number is a stage metric the run recorded. Writes Markdown tables.
 
@@ -38,6 +39,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from rla_core.algo.stats import mean_interval
 from rla_core.store import ArtifactStore
 
 JUDGED = ("judge", "label")  # the judge stage's metric, else the label stage's (an oracle's votes)
@@ -104,6 +106,7 @@ def _table(store: ArtifactStore, root: Path, arm_runs: list[str], columns: tuple
 
 def _yardstick(store: ArtifactStore, arm_runs: list[str]) -> list[str]:
     rows = []
+    changes: list[list[float]] = [[], []]  # per metric: end - start of every run measured twice
     for run in arm_runs:
         done = sorted(it for it, stage in store.committed(run) if stage == "judge_eval")
         if not done:
@@ -114,8 +117,19 @@ def _yardstick(store: ArtifactStore, arm_runs: list[str]) -> list[str]:
         )
         cells = [f"{v:.3f}" if v is not None else "—" for v in (*first, *last)]
         rows.append(f"| {run} | {done[0]} → {done[-1]} | {cells[0]} → {cells[2]} | {cells[1]} → {cells[3]} |")
+        for i, (a, b) in enumerate(zip(first, last, strict=True)):
+            if len(done) > 1 and a is not None and b is not None:
+                changes[i].append(b - a)
     if not rows:
         return []
+    if changes[0]:
+        cells = []
+        for values in changes:
+            mean, low, high = mean_interval(values)
+            cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]" if len(values) > 1 else f"{mean:+.3f}")
+        rows.append(
+            f"| **change, mean over {len(changes[0])} runs [95 % t-interval]** | | {cells[0]} | {cells[1]} |"
+        )
     return [
         "| run | iterations | yardstick balanced acc | yardstick good verdicts |",
         "|---|---|---|---|",

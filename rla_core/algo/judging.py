@@ -51,6 +51,15 @@ def optimal_steps(rollouts: pl.DataFrame) -> pl.Series:
     )
 
 
+def has_expert_labels(steps: pl.DataFrame) -> bool:
+    """Whether any step names the engine's optimal actions (text games do; a plug-in without
+    ``expert_actions``, or with free-form turns, does not: its steps have no good/bad label)."""
+    if "expert_actions" not in steps.columns or "action" not in steps.columns:
+        return False
+    listed = steps["expert_actions"].drop_nulls()
+    return bool(listed.len()) and bool((listed != "[]").any())
+
+
 def step_votes(rollouts: pl.DataFrame, judgments: pl.DataFrame) -> pl.DataFrame:
     """Per step: the judge's mean vote (null scores count 0, spec §2.1) and whether the step was good.
 
@@ -95,11 +104,14 @@ def judge_step_metrics(
       judge that calls every step bad is one minus this.
 
     Each name is ``prefix`` + the above (``reward_model/`` for the training steps; the judge's yardstick is
-    logged as ``reward_model/yardstick_``). Empty when nothing was judged.
+    logged as ``reward_model/yardstick_``). Empty when nothing was judged, or when no step has expert
+    labels (:func:`has_expert_labels`).
 
     Example: votes [+1, -1, -1, 0] on steps [good, bad, good, bad] → raw 2/4; recall good 1/2, bad 1/2 →
     balanced 0.5; good verdicts 1/4; good steps 2/4.
     """
+    if not has_expert_labels(rollouts):  # nothing to measure against (free text, no expert_actions)
+        return {}
     votes = step_votes(rollouts, judgments)
     if votes.height == 0:
         return {}

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from rla_core.algo.episodes import is_env_error, played
-from rla_core.algo.judging import optimal_steps
+from rla_core.algo.judging import has_expert_labels, optimal_steps
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
 from rla_core.schemas import images_column, iteration_column, token_columns, validate
@@ -499,7 +499,7 @@ def reward_samples(
         accepted_pending=accepted_pending,
     )
     steps = played(rollouts).filter(pl.col("step").is_not_null())
-    labelled = _has_expert_labels(steps)
+    labelled = has_expert_labels(steps)
     good = optimal_steps(steps) if labelled else pl.Series("good", [None] * steps.height, dtype=pl.Boolean)
     steps = steps.select(iteration_column(steps), *STEP_KEYS, "outcome").with_columns(good)
     index = _StepIndex.build(tasks, steps)
@@ -586,14 +586,6 @@ def reward_samples(
             stats[name] = of_outcome[0] if of_outcome else 1.0
     columns = ["iteration", *STEP_KEYS, "judge_idx", "reward", "advantage", "prompt", "images", "response"]
     return validate("reward_samples", samples.select(columns), where=where), stats
-
-
-def _has_expert_labels(steps: pl.DataFrame) -> bool:
-    """Whether any step names the engine's optimal actions (text games do; a plug-in may not)."""
-    if "expert_actions" not in steps.columns or "action" not in steps.columns:
-        return False
-    listed = steps["expert_actions"].drop_nulls()
-    return bool(listed.len()) and bool((listed != "[]").any())
 
 
 def _balance_stats(rows: pl.DataFrame, samples: pl.DataFrame, *, labelled: bool) -> dict[str, float]:

@@ -308,12 +308,9 @@ def _policy_prompt(ep: _Live, *, history_turns: int, images: int) -> Prompt:
         )  # fmt: skip
     else:
         text = render_policy_prompt(
-            instruction=game.instruction,
-            history=ep.history,
-            observation=game.observation,
-            actions=game.admissible_actions,
-            history_turns=history_turns,
-        )
+            instruction=game.instruction, history=ep.history, observation=game.observation,
+            actions=game.admissible_actions, history_turns=history_turns,
+        )  # fmt: skip
     if images == 0:
         return text
     current = ep.game.observation_ref

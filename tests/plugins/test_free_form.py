@@ -189,3 +189,11 @@ def test_config_show_says_adaptation_is_off_for_a_plugin_without_rewrites(
     (note,) = _plugin_notes(_inputs("two-sums"))
     assert note.startswith("adaptation.enabled: plug-in 'two-sums' declares no rewrite space")
     assert _plugin_notes(load_config()) == []  # another setting: nothing to say
+
+
+def test_judge_metrics_against_expert_labels_are_absent_for_free_text() -> None:
+    from rla_core.algo.judging import judge_step_metrics
+
+    rollouts = play(env_of(TwoSums), ["3", "6"])
+    judgments = rollouts.select("task_id", "rollout_id", "step").with_columns(score=pl.lit(1.0))
+    assert judge_step_metrics(rollouts, judgments) == {}  # no step is "bad" for want of an expert list
