@@ -10,17 +10,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import polars as pl
 import pytest
 import torch
 
 from rla_core.algo.seeds import turn_seed
-from rla_core.config import SamplingConfig
+from rla_core.config import SamplingConfig, load_config
 from rla_core.models.chat import EndpointRecord
 from rla_core.models.endpoint import RecordingEndpoint
 from rla_core.models.generator import TransformersGenerator
 from rla_core.models.logprobs import scored_token_logps
 from rla_core.models.packing import layout_rows
-from rla_core.models.rows import TrainRow
+from rla_core.models.rows import prepare_rl_rows
 from rla_core.models.vllm_worker import weights_hash
 
 openai = pytest.importorskip("openai")  # installed with the verifiers extra (its harnesses use it)
@@ -80,7 +81,7 @@ def test_stream_and_plain_answers_are_the_recorded_turn(
 def test_recorded_logprobs_are_the_checkpoints(endpoint: RecordingEndpoint, tiny_model: Path) -> None:
     """Each recorded token's log-probability, recomputed from the checkpoint by the update's own forward pass
     on the recorded ids, agrees within the project's generator tolerance."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     with httpx.Client(
         base_url=endpoint.base_url, headers={"Authorization": f"Bearer {endpoint.api_key}"}
@@ -89,7 +90,19 @@ def test_recorded_logprobs_are_the_checkpoints(endpoint: RecordingEndpoint, tiny
             body = {"model": "rla-policy", "messages": QUESTION, "seed": seed, "max_tokens": 16}
             assert http.post("/chat/completions", json=body).status_code == 200
     records = [r for seed in (21, 22, 23) for r in endpoint.records(seed)]
-    rows = [TrainRow(list(r.prompt_ids), list(r.response_ids), 0.0) for r in records]
+    # The rows as the update reads them: the recorded ids taken as they are, never re-tokenised from the text.
+    frame = pl.DataFrame(
+        {
+            "prompt": [r.prompt for r in records], "response": [r.response for r in records],
+            "advantage": [1.0] * len(records), "prompt_ids": [list(r.prompt_ids) for r in records],
+            "response_ids": [list(r.response_ids) for r in records],
+        }
+    )  # fmt: skip
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    rows, _counts = prepare_rl_rows(frame, tokenizer, load_config().training.policy)
+    assert [(t.prompt_ids, t.response_ids) for t in rows] == [
+        (list(r.prompt_ids), list(r.response_ids)) for r in records
+    ]
     model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
     with torch.no_grad():
         logps, mask = scored_token_logps(model, layout_rows(rows, packed=False), rows, torch.device("cpu"))

@@ -79,6 +79,34 @@ def installed_environments() -> list[str]:
     return sorted(found)
 
 
+def harness_requirements() -> list[str]:
+    """The packages the ``null`` harness's program declares (its PEP 723 ``dependencies``), which ``uv``
+    resolves when verifiers first runs it."""
+    import tomllib
+
+    from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM_SOURCE
+
+    block = re.search(r"^# /// script\n((?:#.*\n)+?)# ///", CHAT_PROGRAM_SOURCE, re.MULTILINE)
+    if block is None:
+        raise RuntimeError("verifiers' chat program declares no PEP 723 script block")
+    body = "\n".join(line.removeprefix("#").removeprefix(" ") for line in block.group(1).splitlines())
+    return list(tomllib.loads(body).get("dependencies", []))
+
+
+def presync(wheels: Path) -> None:
+    """Download the harness's packages (:func:`harness_requirements`, as wheels for this interpreter) into
+    ``wheels`` and make its empty default index: what every harness then resolves from, offline."""
+    import subprocess
+
+    wheels.mkdir(parents=True, exist_ok=True)
+    (wheels / EMPTY_INDEX_DIR).mkdir(exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels),
+         *harness_requirements()],
+        check=True,
+    )  # fmt: skip
+
+
 def default_wheels() -> Path:
     """The wheel folder the set-up fills for the harness's packages: ``<venv>/.verifiers-wheels``."""
     return Path(sys.prefix) / WHEELS_DIR
@@ -99,6 +127,12 @@ class VerifiersOptions(PluginOptions):
     )
     eval: dict[str, Any] = Field(
         default_factory=lambda: {"skip": 4, "limit": 2}, description="The held-out tasks, the same way."
+    )
+    success_score: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="The lowest reward that counts as won (the ±1 outcome); the raw reward is kept.",
     )
     concurrency: int = Field(4, ge=1, le=256, description="Episodes verifiers plays at once.")
     episode_timeout_s: float = Field(
@@ -209,6 +243,7 @@ class Verifiers(EnvironmentPlugin):
     def __init__(self, options: VerifiersOptions) -> None:
         super().__init__(options)
         self.opts = options
+        self.success_score = options.success_score
         self.turn_limits = seat_turn_limits(options)
 
     @cached_property
@@ -323,3 +358,12 @@ class Verifiers(EnvironmentPlugin):
 def _task_id(task: Any) -> str:
     """A task's own stable id: its data's ``id``, else its ``name``, else its content key."""
     return str(task.data.id or task.data.name or f"task-{task.key[:16]}")
+
+
+def main(argv: Sequence[str]) -> None:
+    """The set-up's step: ``python -m rla_verifiers presync [FOLDER]`` (default: ``<venv>/.verifiers-wheels``)."""
+    if list(argv[:1]) != ["presync"]:
+        raise SystemExit(
+            "usage: python -m rla_verifiers presync [FOLDER]  (default: <venv>/.verifiers-wheels)"
+        )
+    presync(Path(argv[1]) if len(argv) > 1 else default_wheels())
