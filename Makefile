@@ -3,13 +3,13 @@
 # example environment plug-in under examples/, which the tests run).
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml examples/numberline/pyproject.toml plugins/reasoning_gym/pyproject.toml plugins/textarena/pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml examples/numberline/pyproject.toml plugins/reasoning_gym/pyproject.toml plugins/textarena/pyproject.toml plugins/verifiers/pyproject.toml | sha1sum | cut -c1-12)
 
 .PHONY: setup setup-vllm run test test-slow lint typecheck unit slow bench
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml examples/numberline/pyproject.toml plugins/reasoning_gym/pyproject.toml plugins/textarena/pyproject.toml
+$(STAMP): pyproject.toml examples/numberline/pyproject.toml plugins/reasoning_gym/pyproject.toml plugins/textarena/pyproject.toml plugins/verifiers/pyproject.toml
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
 

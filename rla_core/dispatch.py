@@ -206,9 +206,15 @@ def play_episodes(
         raise ConfigError(
             "a rollout request names the environment section it plays (inputs.request(...) does)"
         )
+    from rla_core.envs.endpoint_play import play_through_endpoint
+    from rla_core.envs.plugin_env import GuardedPlugin
+
     shots = screenshot_dir(request)
     with adapter.open_env(request.env, max_steps=request.max_steps, screenshot_dir=shots) as env:
-        frames = _in_waves(request, env, generator)
+        if isinstance(env, GuardedPlugin) and env.plays_itself:  # an environment written against a client
+            frames = play_through_endpoint(request, env=env, generator=generator)
+        else:
+            frames = _in_waves(request, env, generator)
     if request.workdir is not None:
         frames["rollouts"] = relative_refs(frames["rollouts"], request.workdir)
     return frames

@@ -216,19 +216,28 @@ class EnvironmentPlugin(ABC):
     def instruction(self, spec: dict[str, Any]) -> str:
         """The goal text of a task, shown above every observation."""
 
-    @abstractmethod
     def reset(self, spec: dict[str, Any], *, seed: int) -> tuple[Any, Observation]:
-        """Start an episode of ``spec``: its state and first observation."""
+        """Start an episode of ``spec``: its state and first observation (required unless :meth:`play` is
+        implemented)."""
+        raise NotImplementedError(f"{type(self).__name__} plays its own episodes (play), it has no reset")
 
-    @abstractmethod
     def step(self, state: Any, action: str) -> tuple[Any, Observation]:
         """Play one of the admissible ``action`` s (on a free-form turn: the policy's text, as it wrote it):
-        the next state and observation."""
+        the next state and observation (required unless :meth:`play` is implemented)."""
+        raise NotImplementedError(f"{type(self).__name__} plays its own episodes (play), it has no step")
 
-    @abstractmethod
     def score(self, state: Any) -> float:
         """The episode's score in [0, 1], kept in the rows; at least :attr:`success_score` wins (read once the
-        episode is done; an episode cut at the step budget is lost, its score not read)."""
+        episode is done; an episode cut at the step budget is lost, its score not read; required unless
+        :meth:`play` is implemented)."""
+        raise NotImplementedError(f"{type(self).__name__} plays its own episodes (play), it has no score")
+
+    def play(self, episodes: Sequence[EpisodeRequest], *, policy: PolicyEndpoint) -> Sequence[EpisodeResult]:
+        """Play ``episodes`` yourself, sending every model request of each to ``policy`` (an OpenAI-compatible
+        Chat Completions endpoint that records every turn) with the episode's ``seed``; one result per
+        episode, in order. Implement it instead of ``reset``/``step``/``score`` for an environment written
+        against an OpenAI client (a verifiers taskset): its episodes are free-form by construction."""
+        raise NotImplementedError(f"{type(self).__name__} is played turn by turn (reset, step, score)")
 
     def demonstration(self, spec: dict[str, Any]) -> Sequence[str] | None:
         """Actions that win ``spec`` from its reset (the warm start's demonstrations; a free-form plug-in's:
@@ -358,3 +367,44 @@ def plugin_versions(name: str) -> tuple[str, dict[str, str]]:
         except importlib.metadata.PackageNotFoundError:
             out[dist] = ""
     return ep.dist.version, out
+
+
+# ---- episodes a plug-in plays itself, against the policy's endpoint --------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyEndpoint:
+    """The policy as an OpenAI-compatible Chat Completions endpoint: the stage's recording endpoint, on
+    loopback. Send every chat request of an episode to ``base_url`` with the bearer ``api_key``, ``model``,
+    these sampling values and the episode's ``seed`` (:class:`EpisodeRequest`); requests stream or not."""
+
+    base_url: str
+    api_key: str
+    model: str
+    temperature: float
+    top_p: float
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class EpisodeRequest:
+    """One episode for :meth:`EnvironmentPlugin.play`: the task, the ``seed`` every chat request of the
+    episode carries (its turns are sampled from it and their index), and the loop's turn limit."""
+
+    task_id: str
+    spec: dict[str, Any]
+    seed: int
+    max_turns: int
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """How an episode :meth:`EnvironmentPlugin.play` played ended: its raw ``score`` (None with an
+    ``error``: the environment failed, an ``env_error`` episode), the turn limit that applied (the smaller
+    of the loop's and the environment's own) and, optionally, the environment's last message (what the
+    judge sees after the last turn)."""
+
+    score: float | None
+    max_turns: int
+    error: str | None = None
+    final_observation: str = ""

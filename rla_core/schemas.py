@@ -50,6 +50,10 @@ F64: pl.DataType = pl.Float64()
 Bool: pl.DataType = pl.Boolean()
 # Image file references of a prompt, in order (null: a text prompt), relative to the rollout stage's files.
 Images: pl.DataType = pl.List(pl.String())
+# Token ids as the model saw or generated them, and a log-probability per generated token (null: a turn
+# played as text; the recording endpoint records them for the turns it answers).
+TokenIds: pl.DataType = pl.List(pl.Int64())
+TokenLogprobs: pl.DataType = pl.List(pl.Float64())
 
 
 @dataclass(frozen=True)
@@ -146,8 +150,14 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "error_kind": Str,
                 "error_message": Str,
                 "attempt": I64,
+                "prompt_ids": TokenIds,
+                "response_ids": TokenIds,
+                "response_logprobs": TokenLogprobs,
             },
-            added=("next_observation_ref", "images", "status", "error_kind", "error_message", "attempt"),
+            added=(
+                *("next_observation_ref", "images", "status", "error_kind", "error_message", "attempt"),
+                *("prompt_ids", "response_ids", "response_logprobs"),
+            ),
         ),
         _schema(
             "judgments",
@@ -204,8 +214,10 @@ SCHEMAS: dict[str, ArtifactSchema] = {
                 "rollout_id": I64,
                 "step": I64,
                 **_TRAINING_ROW,
+                "prompt_ids": TokenIds,
+                "response_ids": TokenIds,
             },
-            added=("images",),
+            added=("images", "prompt_ids", "response_ids"),
         ),
         _schema(
             "reward_samples",
@@ -362,6 +374,15 @@ def iteration_column(frame: pl.DataFrame) -> pl.Expr:
 def images_column(frame: pl.DataFrame) -> pl.Expr:
     """``frame``'s prompt images (column ``images``), or nulls when it has none (text prompts)."""
     return pl.col("images") if "images" in frame.columns else pl.lit(None, Images).alias("images")
+
+
+def token_columns(frame: pl.DataFrame) -> list[pl.Expr]:
+    """``frame``'s recorded token ids (``prompt_ids``, ``response_ids``), or nulls when it has none (turns
+    played as text)."""
+    return [
+        pl.col(name) if name in frame.columns else pl.lit(None, TokenIds).alias(name)
+        for name in ("prompt_ids", "response_ids")
+    ]
 
 
 def validate(name: str, df: pl.DataFrame, *, where: str = "", written_before: bool = False) -> pl.DataFrame:

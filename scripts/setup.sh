@@ -25,6 +25,13 @@ wait "$fd_build"
 # plug-in package itself, editable; the tests run them.
 "$venv/bin/python" -m pip install -q -e ".[reasoning-gym,textarena]"
 "$venv/bin/python" -m pip install -q --no-deps -e plugins/reasoning_gym -e plugins/textarena
+# verifiers environments as a plug-in (docs/environments.md): the library through its extra, the plug-in package,
+# the tests' two verifiers environments (written as users write them), and the harness's packages pre-synced
+# into <venv>/.verifiers-wheels so every harness resolves offline.
+"$venv/bin/python" -m pip install -q -e ".[verifiers]"
+"$venv/bin/python" -m pip install -q --no-deps -e plugins/verifiers \
+  -e tests/plugins/verifiers_envs/sum -e tests/plugins/verifiers_envs/guess
+"$venv/bin/python" -m rla_verifiers presync
 # LiveCodeBench's own grader (NVIDIA's PyPI packaging of its lcb_runner), for the test that checks ours agrees
 # with it (tests/coding/test_lcb_agreement.py); --no-deps keeps its model clients out: the grader needs numpy.
 "$venv/bin/python" -m pip install -q --no-deps "nvidia-livecodebench==26.3"

@@ -34,7 +34,7 @@ from rla_core.algo.episodes import EpisodeStatus, played
 from rla_core.algo.labels import DROP_REASONS, band_expr, group_normalize, require_columns, task_stats
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
-from rla_core.schemas import ErrorKind, images_column, iteration_column, validate
+from rla_core.schemas import ErrorKind, images_column, iteration_column, token_columns, validate
 
 GT = "gt"
 GENERATED = "generated"
@@ -251,6 +251,7 @@ def coding_policy_samples(
         "prompt",
         images_column(rollouts),
         "response",
+        *token_columns(rollouts),
     )
     samples = rows.join(text, on=["task_id", "rollout_id"], how="inner").sort("task_id", "rollout_id", "step")
     stats["rows_kept"] = samples.height

@@ -37,7 +37,7 @@ from rla_core.algo.episodes import is_env_error, played
 from rla_core.algo.judging import has_expert_labels, optimal_steps
 from rla_core.config import Band, RewardConfig
 from rla_core.errors import ArtifactError
-from rla_core.schemas import images_column, iteration_column, validate
+from rla_core.schemas import images_column, iteration_column, token_columns, validate
 
 STEP_KEYS: tuple[str, ...] = ("task_id", "rollout_id", "step")
 # Accuracies are ratios of small integers; a band edge is compared with this slack so that an
@@ -379,7 +379,9 @@ def policy_samples(
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """Policy training rows from the integrated reward, group-normalised and filtered (spec §2.1).
 
-    Reads ``rollouts.iteration, task_id, pending, rollout_id, step, outcome, prompt, response``
+    Reads ``rollouts.iteration, task_id, pending, rollout_id, step, outcome, prompt, response`` (and
+    ``images``, ``prompt_ids``, ``response_ids`` when present: they are carried to the rows unchanged, so a
+    turn the recording endpoint answered trains on its recorded tokens)
     and ``judgments.task_id, rollout_id, step, judge_idx, score``. Steps:
 
     1. per task acc (:func:`task_accuracy`); a task is dropped if it is ``pending`` and not in
@@ -414,8 +416,9 @@ def policy_samples(
     stats = task_stats(tasks, rows_col="n_steps")
     steps = played(rollouts).filter(pl.col("step").is_not_null())
     steps = steps.select(
-        iteration_column(steps), *STEP_KEYS, "outcome", "prompt", images_column(steps), "response"
-    )
+        iteration_column(steps), *STEP_KEYS, "outcome", "prompt", images_column(steps), "response",
+        *token_columns(steps),
+    )  # fmt: skip
     index = _StepIndex.build(tasks, steps)
     judged = index.encode(judgments.select(*STEP_KEYS, "judge_idx", "score"), kept_only=True)
     agg = _judgment_agg(judged, m=m, where=where)
@@ -435,7 +438,9 @@ def policy_samples(
     samples = normed.filter(pl.col("advantage") != 0.0).sort(_SID)
     stats["rows_zero_advantage"] = normed.height - samples.height
     stats["rows_kept"] = samples.height
-    columns = ["iteration", *STEP_KEYS, "reward", "advantage", "prompt", "images", "response"]
+    columns = [
+        "iteration", *STEP_KEYS, "reward", "advantage", "prompt", "images", "response", "prompt_ids", "response_ids"
+    ]  # fmt: skip
     return validate("policy_samples", samples.select(columns), where=where), stats
 
 

@@ -33,3 +33,20 @@ def derive_uniform(seed: int, *parts: object) -> float:
         True
     """
     return derive_seed(seed, *parts) / 2**SEED_BITS
+
+
+def turn_seed(episode_seed: int, turn: int) -> int:
+    """The sampling seed of an episode's assistant turn ``turn`` (0-based): a function of the episode's own
+    seed and the turn's index only, never of when its request arrived or what was generated beside it.
+
+    The recording endpoint (:mod:`rla_core.models.endpoint`) samples each chat request with it: the
+    request carries the episode's seed (``seed``, passed by the adapter) and the turn index is the number
+    of assistant messages the request's conversation already holds.
+
+    Example:
+        >>> turn_seed(5, 0) == derive_seed(5, "turn", 0) != turn_seed(5, 1)
+        True
+    """
+    if turn < 0:
+        raise ValueError(f"turn={turn}: a turn index is 0 or more")
+    return derive_seed(episode_seed, "turn", turn)

@@ -34,10 +34,29 @@ from rla_core.algo.adaptation import Goal, VariantSpace
 from rla_core.envs.base import EnvErrorKind, StepResult, canonical_spec
 from rla_core.envs.rewriter import Candidate, RewriteRequest, distinct_moves, parse_candidate
 from rla_core.errors import ConfigError, EnvironmentFault, EnvironmentSpecError
-from rla_core.plugins import EnvironmentPlugin, InstalledPlugin, Observation, RewriteSpace, Split, Task
+from rla_core.plugins import (
+    EnvironmentPlugin,
+    EpisodeRequest,
+    EpisodeResult,
+    InstalledPlugin,
+    Observation,
+    PolicyEndpoint,
+    RewriteSpace,
+    Split,
+    Task,
+)
 
 T = TypeVar("T")
 _UNDECLARED = object()
+
+
+def implements(cls: type[EnvironmentPlugin], method: str) -> bool:
+    """Whether the plug-in class overrides ``method`` of the contract (not the base's default)."""
+    return getattr(cls, method) is not getattr(EnvironmentPlugin, method)
+
+
+def _is_score(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and 0.0 <= float(value) <= 1.0
 
 
 def declaration_problem(plugin: EnvironmentPlugin) -> str | None:
@@ -143,11 +162,48 @@ class GuardedPlugin:
         problem = declaration_problem(self.plugin)
         if problem is not None:
             raise ConfigError(f"{where}: {problem}")
+        turn_by_turn = [m for m in ("reset", "step", "score") if implements(type(self.plugin), m)]
+        if not self.plays_itself and len(turn_by_turn) < 3:
+            missing = sorted({"reset", "step", "score"} - set(turn_by_turn))
+            raise ConfigError(
+                f"{where} implements neither reset, step and score (missing: {', '.join(missing)}) nor play "
+                "(an environment that plays its own episodes against the policy's endpoint)"
+            )
 
     @property
     def free_form(self) -> bool:
-        """The plug-in declares free-form turns (:attr:`~rla_core.plugins.EnvironmentPlugin.free_form`)."""
-        return bool(self.plugin.free_form)
+        """The plug-in declares free-form turns (:attr:`~rla_core.plugins.EnvironmentPlugin.free_form`), or
+        plays its own episodes (whose turns are free text by construction)."""
+        return bool(self.plugin.free_form) or self.plays_itself
+
+    @property
+    def plays_itself(self) -> bool:
+        """The plug-in implements :meth:`~rla_core.plugins.EnvironmentPlugin.play`: its episodes are played
+        against the policy's recording endpoint (:mod:`rla_core.envs.endpoint_play`)."""
+        return implements(type(self.plugin), "play")
+
+    def play(self, episodes: list[EpisodeRequest], policy: PolicyEndpoint) -> list[EpisodeResult]:
+        """The plug-in's :meth:`~rla_core.plugins.EnvironmentPlugin.play`, guarded: an exception, or results
+        that are not one :class:`~rla_core.plugins.EpisodeResult` per episode with a score in [0, 1] or an
+        error, fail every episode of the call as the plug-in's error (``env_error``, replayed), never a loss."""
+        try:
+            results = list(self.plugin.play(episodes, policy=policy))
+        except Exception as exc:  # the plug-in's own failure, whatever it is: env_error, never a loss
+            return [
+                EpisodeResult(None, e.max_turns, error=f"raised in play: {_one_line(exc)}") for e in episodes
+            ]
+        problem = None
+        if len(results) != len(episodes) or not all(isinstance(r, EpisodeResult) for r in results):
+            problem = (
+                f"play returned {len(results)} results for {len(episodes)} episodes, or not EpisodeResults"
+            )
+        else:
+            bad = [r.score for r in results if r.error is None and not _is_score(r.score)]
+            if bad:
+                problem = f"play returned the score {bad[0]!r}; a score is a number in [0, 1] (or an error)"
+        if problem is not None:
+            return [EpisodeResult(None, e.max_turns, error=problem) for e in episodes]
+        return results
 
     @property
     def space(self) -> RewriteSpace | None:
@@ -213,7 +269,7 @@ class GuardedPlugin:
 
     def score(self, state: Any, spec: dict[str, Any]) -> float:
         value = self.call("score", spec, lambda: self.plugin.score(state))
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
+        if not _is_score(value):
             raise self.fault(f"score returned {value!r}; a score is a number in [0, 1] (1 = won)", spec)
         return float(value)
 

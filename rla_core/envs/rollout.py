@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -216,6 +216,14 @@ def play_rollouts(
     def play(part: RolloutRequest) -> pl.DataFrame:
         return run_rollouts(part, env=env, generator=generator)
 
+    return replay_failed(request, play)
+
+
+def replay_failed(
+    request: RolloutRequest, play: Callable[[RolloutRequest], pl.DataFrame]
+) -> dict[str, pl.DataFrame]:
+    """``play(request)``, then its ``env_error`` episodes replayed by ``play`` up to ``request.env_retries``
+    times (:func:`play_rollouts`' rule, for every way of playing a request's episodes)."""
     frame = play(request)
     failures = [_attempts(frame)]
     for attempt in range(1, request.env_retries + 1):

@@ -46,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -65,6 +65,7 @@ from rla_core.models.multimodal import (
     prompt_images,
     require_vision_language,
 )
+from rla_core.models.sampling import RowSampler, StopCriterion, sample_seed
 from rla_core.models.server_pool import active_pool
 from rla_core.models.serving import (
     VllmServer,
@@ -76,16 +77,28 @@ from rla_core.models.serving import (
 
 if TYPE_CHECKING:
     import httpx
-    import numpy as np
     import torch
 
     from rla_core.stage_inputs import GenerationModels
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 # A reachability probe must fail fast: an unreachable endpoint is a config error, not a slow network.
 _CONNECT_TIMEOUT_S = 2.0
 _REQUEST_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class TokenSample:
+    """One sampled completion as tokens (:meth:`TransformersGenerator.generate_tokens`): every token the model
+    generated (its EOS included when it stopped there) and each one's log-probability under the model's own
+    distribution (temperature 1, untruncated: the log π the update computes for the same tokens)."""
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish_reason: str  # "stop" (EOS) | "length"
 
 
 @dataclass(frozen=True)
@@ -257,28 +270,6 @@ def prompt_seeds(prompts: Sequence[Prompt], seed: int, seeds: Sequence[int] | No
     return out
 
 
-def sample_seed(prompt_seed: int, sample_index: int) -> int:
-    """The RNG seed of sample ``sample_index`` of a prompt seeded ``prompt_seed`` (63 bits, sha256)."""
-    payload = f"{prompt_seed}:{sample_index}".encode()
-    return int.from_bytes(hashlib.sha256(payload).digest()[:8], "big") >> 1
-
-
-def step_uniforms(row_seed: int, steps: int) -> np.ndarray:
-    """The uniforms in ``(0, 1]`` (float32) that a row seeded ``row_seed`` samples its first ``steps`` tokens with.
-
-    Draw ``s`` is output ``s`` of Philox4x64 keyed by the seed (counter-based: it depends on the seed and
-    ``s`` only, not on how many are drawn), its top 24 bits plus one over ``2**24``: exact in float32.
-
-    Example:
-        >>> bool((step_uniforms(7, 3) == step_uniforms(7, 5)[:3]).all())
-        True
-    """
-    import numpy as np
-
-    raw = np.random.Philox(key=row_seed).random_raw(steps)
-    return (((raw >> np.uint64(40)) + np.uint64(1)) / 2**24).astype(np.float32)
-
-
 def _check_request(prompts: Sequence[Prompt], n: int, sampling: SamplingConfig) -> SamplingConfig:
     if isinstance(prompts, str) or not isinstance(prompts, Sequence):
         raise ModelError("prompts must be a list of strings, not a single string: wrap it in a list")
@@ -299,6 +290,24 @@ def _check_request(prompts: Sequence[Prompt], n: int, sampling: SamplingConfig) 
         ) from None
 
 
+def _check_token_request(
+    prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seeds: Sequence[int]
+) -> SamplingConfig:
+    """The token-level request checked: one seed per non-empty prompt of token ids, no stop strings."""
+    if len(seeds) != len(prompts):
+        raise ModelError(
+            f"seeds has {len(seeds)} entries for {len(prompts)} prompts: pass one int per prompt"
+        )
+    if any(not p or isinstance(p, str) for p in prompts):
+        raise ModelError("generate_tokens takes non-empty lists of token ids, one per prompt")
+    if sampling.stop:
+        raise ModelError(
+            f"sampling.stop={list(sampling.stop)!r}: token-level generation records every generated token, "
+            "so it stops only at EOS or max_new_tokens (stop strings are for text generation)"
+        )
+    return _check_request(["x"] * len(prompts), 1, sampling)
+
+
 def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
     """Cut ``text`` before the earliest stop string; report whether one was found."""
     hits = [i for i in (text.find(s) for s in stops if s) if i >= 0]
@@ -315,11 +324,11 @@ class TransformersGenerator:
 
     Sampling is done here, not by ``generate(do_sample=True)`` (which draws a whole batch from one RNG
     stream, so a row's sample would depend on its batch neighbours): ``generate`` runs greedy over
-    logits processed by :class:`_RowSampler` — temperature, top-p, then an inverse-CDF draw with one
+    logits processed by :class:`~rla_core.models.sampling.RowSampler` — temperature, top-p, then an inverse-CDF draw with one
     uniform per row and token from the row's own counter-based stream (:func:`step_uniforms` of
     ``sample_seed(seeds[i], j)``, indexed by the token's position). Finished rows (which keep being
     processed until the batch ends) change nothing for the others. Temperature 0 is plain greedy. The
-    sampler and :class:`_StopCriterion` work on the whole batch at once: no per-row kernel and no host
+    sampler and :class:`~rla_core.models.sampling.StopCriterion` work on the whole batch at once: no per-row kernel and no host
     read per token (stop strings: one read per token for the whole batch).
 
     ``dtype`` (``models.serving.dtype``) is what the weights run in, whatever dtype the checkpoint was
@@ -403,12 +412,42 @@ class TransformersGenerator:
         assert self._vision is not None
         return self._vision
 
+    def generate_tokens(
+        self, prompts: Sequence[Sequence[int]], *, sampling: SamplingConfig, seeds: Sequence[int]
+    ) -> list[TokenSample]:
+        """One sample per prompt of token ids (a prompt is already token ids: e.g. a rendered chat), each
+        sampled token with its log-probability (:class:`TokenSample`).
+
+        Prompt i is sampled exactly as :meth:`generate` samples ``n=1`` with ``seeds[i]`` (same row seed,
+        same tokens for the same ids), in micro-batches of ``batch_size``. No stop strings: the tokens
+        recorded are all the model generated, up to EOS (included) or ``max_new_tokens``.
+        """
+        import torch
+
+        sampling = _check_token_request(prompts, sampling, seeds)
+        if self._vision is not None:
+            raise ModelError(
+                f"generate_tokens takes text prompts; {self.model_dir} is a vision-language model"
+            )
+        pad = int(self._tokenizer.pad_token_id)
+        out: list[TokenSample] = []
+        rows = [(list(p), sample_seed(int(s), 0)) for p, s in zip(prompts, seeds, strict=True)]
+        for start in range(0, len(rows), self.batch_size):
+            chunk = rows[start : start + self.batch_size]
+            width = max(len(ids) for ids, _ in chunk)
+            ids = torch.tensor([[pad] * (width - len(p)) + p for p, _ in chunk], device=self._device)
+            mask = torch.tensor(
+                [[0] * (width - len(p)) + [1] * len(p) for p, _ in chunk], device=self._device
+            )
+            for used, hit_eos, logps in zip(
+                *self._sample(ids, mask, {}, [s for _, s in chunk], sampling, logprobs=True), strict=True
+            ):
+                out.append(TokenSample(tuple(used), tuple(logps), "stop" if hit_eos else "length"))
+        return out
+
     def _generate_batch(
         self, prompts: list[Prompt], row_seeds: list[int], sampling: SamplingConfig
     ) -> list[Generation]:
-        import torch
-        from transformers import LogitsProcessorList, StoppingCriteriaList
-
         tok = self._tokenizer
         vision: dict[str, Any] = {}
         if self._vision is not None:
@@ -419,41 +458,12 @@ class TransformersGenerator:
             }
         else:
             enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        input_ids = enc["input_ids"].to(self._device)
         attention_mask = enc["attention_mask"].to(self._device)
-        if input_ids.shape[1] == 0:
-            raise ModelError("every prompt in the batch is empty: give the model some text to continue")
-        prompt_len = input_ids.shape[1]
-        eos_ids = self._eos_ids()
-        criterion = _StopCriterion(
-            tok, prompt_len=prompt_len, stops=sampling.stop, eos_ids=eos_ids, rows=len(prompts),
-            device=self._device,
-        )  # fmt: skip
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": sampling.max_new_tokens,
-            "pad_token_id": tok.pad_token_id,
-            "eos_token_id": eos_ids,
-            "stopping_criteria": StoppingCriteriaList([criterion]),
-            # Greedy over our processed logits; the checkpoint's own sampling defaults must not apply.
-            "do_sample": False,
-            "temperature": None,
-            "top_p": None,
-            "top_k": None,
-        }
-        if sampling.temperature > 0.0:
-            sampler = _RowSampler(
-                row_seeds, temperature=sampling.temperature, top_p=sampling.top_p, prompt_len=prompt_len,
-                steps=sampling.max_new_tokens, device=self._device,
-            )  # fmt: skip
-            kwargs["logits_processor"] = LogitsProcessorList([sampler])
-        with torch.inference_mode():
-            out = self._model.generate(input_ids=input_ids, attention_mask=attention_mask, **vision, **kwargs)
+        tokens, eos_hits, _ = self._sample(
+            enc["input_ids"].to(self._device), attention_mask, vision, row_seeds, sampling, logprobs=False
+        )
         results = []
-        finished_at = criterion.finished_at()
-        for row, new in enumerate(out[:, prompt_len:].tolist()):
-            done_at = finished_at[row]
-            used = new[:done_at] if done_at is not None else new
-            hit_eos = bool(used) and used[-1] in eos_ids
+        for row, (used, hit_eos) in enumerate(zip(tokens, eos_hits, strict=True)):
             text = str(tok.decode(used[:-1] if hit_eos else used, skip_special_tokens=True))
             text, hit_stop = _cut_at_stop(text, sampling.stop)
             results.append(
@@ -466,6 +476,68 @@ class TransformersGenerator:
             )
         return results
 
+    def _sample(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        vision: dict[str, Any],
+        row_seeds: list[int],
+        sampling: SamplingConfig,
+        *,
+        logprobs: bool,
+    ) -> tuple[list[list[int]], list[bool], list[list[float]]]:
+        """Decode a left-padded batch: each row's new tokens (up to its stop, EOS included), whether it ended
+        at EOS, and with ``logprobs`` each token's log-probability under the model (the raw logits' log-softmax:
+        temperature 1, no top-p, as the update computes log π)."""
+        import torch
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        tok = self._tokenizer
+        if input_ids.shape[1] == 0:
+            raise ModelError("every prompt in the batch is empty: give the model some text to continue")
+        prompt_len = input_ids.shape[1]
+        eos_ids = self._eos_ids()
+        criterion = StopCriterion(
+            tok, prompt_len=prompt_len, stops=sampling.stop, eos_ids=eos_ids, rows=len(row_seeds),
+            device=self._device,
+        )  # fmt: skip
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "pad_token_id": tok.pad_token_id,
+            "eos_token_id": eos_ids,
+            "stopping_criteria": StoppingCriteriaList([criterion]),
+            # Greedy over our processed logits; the checkpoint's own sampling defaults must not apply.
+            "do_sample": False,
+            "temperature": None,
+            "top_p": None,
+            "top_k": None,
+            # The raw logits of every step (before our sampler), for the sampled tokens' log-probabilities.
+            "output_logits": logprobs,
+            "return_dict_in_generate": True,
+        }
+        if sampling.temperature > 0.0:
+            sampler = RowSampler(
+                row_seeds, temperature=sampling.temperature, top_p=sampling.top_p, prompt_len=prompt_len,
+                steps=sampling.max_new_tokens, device=self._device,
+            )  # fmt: skip
+            kwargs["logits_processor"] = LogitsProcessorList([sampler])
+        with torch.inference_mode():
+            out = self._model.generate(input_ids=input_ids, attention_mask=attention_mask, **vision, **kwargs)
+        new = out.sequences[:, prompt_len:]
+        chosen: list[list[float]] = [[] for _ in row_seeds]
+        if logprobs and new.shape[1]:
+            logits = torch.stack(out.logits, dim=1).float()  # (rows, steps, vocab)
+            picked = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+            chosen = picked.tolist()
+        tokens, eos_hits, logps = [], [], []
+        for row, ids in enumerate(new.tolist()):
+            done_at = criterion.finished_at()[row]
+            used = ids[:done_at] if done_at is not None else ids
+            tokens.append(used)
+            eos_hits.append(bool(used) and used[-1] in eos_ids)
+            logps.append(chosen[row][: len(used)])
+        return tokens, eos_hits, logps
+
     def _eos_ids(self) -> list[int]:
         eos = self._model.generation_config.eos_token_id
         if eos is None:
@@ -476,110 +548,6 @@ class TransformersGenerator:
     def close(self) -> None:
         """Drop the model (frees its memory)."""
         self._model = None
-
-
-class _RowSampler:
-    """Logits processor turning greedy decoding into per-row seeded sampling (inverse CDF, one uniform per row).
-
-    Per generated token, row r draws ``u`` from its own counter-based stream: draw ``s`` (the step: tokens
-    generated so far) of Philox4x64 keyed by ``row_seeds[r]`` (:func:`step_uniforms`), so a row's draws
-    depend on its seed and the step only. With unnormalised weights ``w = exp((scores - max) / T)``
-    (top-p: only the smallest prefix of the sorted weights whose mass reaches ``top_p``; the most likely
-    token is always kept) and ``c`` their running sum, the row takes the first token with ``c_k >= u *
-    c_last``: token k with probability ``w_k / sum(w)``, an exact sample from the tempered, top-p-truncated
-    softmax. The returned scores are ``-inf`` except 0 at the sampled token, so greedy ``argmax`` takes it.
-
-    Cost: the whole batch's uniforms are made on the host once per batch and copied to the device once;
-    each step is a few batch-wide tensor ops (no per-row kernel, no host read). ``u`` lies in ``(0, 1]``,
-    so ``u * c_last`` is positive and at most ``c_last``: a zero-weight token is never taken.
-    """
-
-    def __init__(
-        self,
-        row_seeds: Sequence[int],
-        *,
-        temperature: float,
-        top_p: float,
-        prompt_len: int,
-        steps: int,
-        device: torch.device,
-    ) -> None:
-        import torch
-
-        self._temperature = temperature
-        self._top_p = top_p
-        self._prompt_len = prompt_len
-        import numpy as np
-
-        table = np.stack([step_uniforms(s, steps) for s in row_seeds])
-        self._uniforms = torch.from_numpy(table).to(device)
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        step = input_ids.shape[1] - self._prompt_len
-        u = self._uniforms[:, step : step + 1].to(scores.device)
-        logits = scores.float()
-        # exp((x - max) / T): the top token weighs 1, so every row's total is at least 1.
-        weights = (logits - logits.amax(dim=-1, keepdim=True)).mul_(1.0 / self._temperature).exp_()
-        if self._top_p < 1.0:
-            weights, order = torch.sort(weights, dim=-1, descending=True)
-            cumulative = weights.cumsum(dim=-1)
-            # Mass strictly before each token: tokens are kept while that is below top_p of the total.
-            kept = ((cumulative - weights) < self._top_p * cumulative[:, -1:]).sum(dim=-1, keepdim=True)
-            total = cumulative.gather(-1, kept - 1)
-            picked = torch.searchsorted(cumulative, u * total).clamp_(max=kept - 1)
-            picked = order.gather(-1, picked)
-        else:
-            cumulative = weights.cumsum_(dim=-1)
-            picked = torch.searchsorted(cumulative, u * cumulative[:, -1:])
-        return torch.full_like(logits, float("-inf")).scatter_(-1, picked, 0.0)
-
-
-class _StopCriterion:
-    """Per-sequence stop at EOS or at a stop string, checked on the device; records when each sequence ended.
-
-    EOS is a device-side comparison (no host read). Stop strings need decoded text: then the last
-    ``window`` tokens of the batch come to the host in one read per step and only the unfinished rows'
-    tails are decoded, so the cost per step is bounded by ``rows x window`` tokens.
-    """
-
-    def __init__(
-        self, tokenizer: Any, *, prompt_len: int, stops: Sequence[str], eos_ids: list[int], rows: int,
-        device: torch.device,
-    ) -> None:  # fmt: skip
-        import torch
-
-        self._tok = tokenizer
-        self._prompt_len = prompt_len
-        self._stops = [s for s in stops if s]
-        self._eos = torch.tensor(eos_ids, dtype=torch.long, device=device)
-        # A stop string of k characters spans at most k tokens (+ slack for partial UTF-8 bytes).
-        self._window = max((len(s) for s in self._stops), default=0) + 4
-        self._finished_at = torch.full((rows,), -1, dtype=torch.long, device=device)
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        import torch
-
-        n_new = input_ids.shape[1] - self._prompt_len
-        done = self._finished_at >= 0
-        stopped = torch.isin(input_ids[:, -1], self._eos)
-        if self._stops:
-            tails = input_ids[:, -min(self._window, n_new) :]
-            # One host read: whether each row is done, then its tail.
-            rows = torch.cat([done.unsqueeze(1).to(tails.dtype), tails], dim=1).tolist()
-            hits = [
-                r for r, (was_done, *tail) in enumerate(rows)
-                if not was_done and any(s in self._tok.decode(tail, skip_special_tokens=True) for s in self._stops)
-            ]  # fmt: skip
-            if hits:
-                stopped[torch.tensor(hits, device=stopped.device)] = True
-        self._finished_at = torch.where(stopped & ~done, n_new, self._finished_at)
-        return done | stopped
-
-    def finished_at(self) -> list[int | None]:
-        """Per row, the number of new tokens it used when it stopped (None: it ran to the length limit)."""
-        return [None if n < 0 else int(n) for n in self._finished_at.tolist()]
 
 
 class VllmServerGenerator:
@@ -688,22 +656,56 @@ class VllmServerGenerator:
                 # logprobs=0 returns the sampled tokens, so each choice's token count is known.
                 body |= {"prompt": prompt, "logprobs": 0}
             bodies.append(body)
+        return self._send(bodies, n, self._parse_any)
+
+    def generate_tokens(
+        self, prompts: Sequence[Sequence[int]], *, sampling: SamplingConfig, seeds: Sequence[int]
+    ) -> list[TokenSample]:
+        """One sample per prompt of token ids, each sampled token with its log-probability (:class:`TokenSample`):
+        one ``/v1/completions`` request per prompt whose prompt is its token ids, seeded ``seeds[i]``, the
+        sampled tokens answered as ids (``return_tokens_as_token_ids``) with their own log-probabilities
+        (``logprobs=0``; vLLM's default log-probabilities are the raw model's, as the update computes them).
+        No stop strings (as :meth:`TransformersGenerator.generate_tokens`)."""
+        sampling = _check_token_request(prompts, sampling, seeds)
+        bodies = [
+            {
+                "model": self.model, "prompt": list(ids), "n": 1, "temperature": sampling.temperature,
+                "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens, "seed": int(seed),
+                "logprobs": 0, "return_tokens_as_token_ids": True, "skip_special_tokens": False,
+            }
+            for ids, seed in zip(prompts, seeds, strict=True)
+        ]  # fmt: skip
+        return [one for (one,) in self._send(bodies, 1, _parse_token_samples)]
+
+    def _send(
+        self,
+        bodies: list[dict[str, Any]],
+        n: int,
+        parse: Callable[[dict[str, Any], dict[str, Any], int], list[T]],
+    ) -> list[list[T]]:
+        """Each body posted (up to ``max_in_flight`` at once), its answer parsed; results in body order."""
         client = self._http()
         with progress.track("generation", total=len(bodies) * n, unit="sequences", log_end=False) as counter:
             if len(bodies) == 1 or self.max_in_flight == 1:
                 out = []
                 for body in bodies:
-                    out.append(self._request(client, body, n))
+                    out.append(self._request(client, body, n, parse))
                     counter.advance(n)
                 return out
             with ThreadPoolExecutor(max_workers=min(self.max_in_flight, len(bodies))) as pool:
-                futures = [pool.submit(self._request, client, body, n) for body in bodies]
+                futures = [pool.submit(self._request, client, body, n, parse) for body in bodies]
                 for done in as_completed(futures):  # progress as answers arrive; the first error raises
                     done.result()
                     counter.advance(n)
                 return [f.result() for f in futures]
 
-    def _request(self, client: httpx.Client, body: dict[str, Any], n: int) -> list[Generation]:
+    def _request(
+        self,
+        client: httpx.Client,
+        body: dict[str, Any],
+        n: int,
+        parse: Callable[[dict[str, Any], dict[str, Any], int], list[T]],
+    ) -> list[T]:
         import httpx
 
         route = "/chat/completions" if "messages" in body else "/completions"
@@ -713,9 +715,10 @@ class VllmServerGenerator:
             raise ModelError(f"vLLM request to {self.base_url}{route} failed: {err}") from None
         if resp.status_code != 200:
             raise ModelError(f"vLLM {self.base_url}{route} answered {resp.status_code}: {resp.text[:500]}")
-        if route == "/chat/completions":
-            return self._parse_chat(resp.json(), n)
-        return self._parse(resp.json(), n)
+        return parse(body, resp.json(), n)
+
+    def _parse_any(self, body: dict[str, Any], payload: dict[str, Any], n: int) -> list[Generation]:
+        return self._parse_chat(payload, n) if "messages" in body else self._parse(payload, n)
 
     def _parse_chat(self, payload: dict[str, Any], n: int) -> list[Generation]:
         """Chat completions: the text is ``message.content``, the token count that of ``logprobs.content``."""
@@ -747,6 +750,28 @@ class VllmServerGenerator:
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+
+def _parse_token_samples(body: dict[str, Any], payload: dict[str, Any], n: int) -> list[TokenSample]:
+    """A token-id completion's choices: ``logprobs.tokens`` are ``token_id:<id>`` strings, with their
+    ``token_logprobs``; the EOS vLLM stopped at is among them (it generated it)."""
+    del body
+    out = []
+    for choice, reason, _prompt_tokens in _finished_choices(payload, n):
+        logprobs = choice.get("logprobs") or {}
+        tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+        if tokens is None or values is None or len(tokens) != len(values):
+            raise ModelError(
+                "vLLM response has no logprobs.tokens/token_logprobs of equal length (logprobs=0)"
+            )
+        if not all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
+            raise ModelError(
+                f"vLLM answered tokens {tokens[:3]!r} as text, not token_id:<id>: the server ignored "
+                "return_tokens_as_token_ids (vLLM >= 0.6 supports it)"
+            )
+        ids = tuple(int(t.removeprefix("token_id:")) for t in tokens)
+        out.append(TokenSample(ids, tuple(float(v) for v in values), reason))
+    return out
 
 
 def _finished_choices(payload: dict[str, Any], n: int) -> list[tuple[dict[str, Any], str, int]]:

@@ -74,22 +74,47 @@ def context_limit(config: Any) -> int:
     return int(getattr(text, "max_position_embeddings", 1 << 30))
 
 
+def recorded_ids(rows: pl.DataFrame) -> list[tuple[list[int], list[int]] | None]:
+    """Each row's recorded (prompt ids, response ids) — columns ``prompt_ids``, ``response_ids``, written for
+    the turns the recording endpoint answered — or None for a row played as text (null, or no such columns)."""
+    if "prompt_ids" not in rows.columns or "response_ids" not in rows.columns:
+        return [None] * rows.height
+    out: list[tuple[list[int], list[int]] | None] = []
+    for i, (p_ids, r_ids) in enumerate(
+        zip(rows["prompt_ids"].to_list(), rows["response_ids"].to_list(), strict=True)
+    ):
+        if (p_ids is None) != (r_ids is None):
+            raise ModelError(
+                f"row {i}: prompt_ids and response_ids are recorded together (one of them is null)"
+            )
+        out.append(None if p_ids is None else (list(p_ids), list(r_ids)))
+    return out
+
+
 def prepare_rl_rows(
     rows: pl.DataFrame, tokenizer: Any, cfg: TrainConfig, vision: VisionProcessor | None = None
 ) -> tuple[list[TrainRow], dict[str, float]]:
+    """Training rows as the model saw them: a row with recorded token ids (:func:`recorded_ids`) takes them
+    as they are, never re-tokenised; the others tokenise their prompt (and images) and response. Then the
+    update's length rules (spec §4): a prompt over ``max_prompt_len`` drops the row, a response over
+    ``max_gen_len`` is cut, a row without a prompt or response token is dropped; their counts come back."""
     prepared: list[TrainRow] = []
     too_long = truncated = empty = 0
-    for prompt, response, adv, images in zip(
+    for prompt, response, adv, images, recorded in zip(
         rows["prompt"].to_list(), rows["response"].to_list(), rows["advantage"].to_list(),
-        row_images(rows), strict=True,
+        row_images(rows), recorded_ids(rows), strict=True,
     ):  # fmt: skip
         if adv is None or not math.isfinite(float(adv)):
             raise ModelError(f"advantage {adv!r} for prompt {str(prompt)[:60]!r} is not a finite number")
-        p_ids = prompt_token_ids(prompt, images, tokenizer, vision)
+        if recorded is not None and images:
+            raise ModelError(
+                f"a row with images has recorded token ids (prompt {str(prompt)[:60]!r}): not both"
+            )
+        p_ids = recorded[0] if recorded else prompt_token_ids(prompt, images, tokenizer, vision)
         if len(p_ids) > cfg.max_prompt_len:
             too_long += 1
             continue
-        r_ids = tokenizer(response, add_special_tokens=False)["input_ids"]
+        r_ids = recorded[1] if recorded else tokenizer(response, add_special_tokens=False)["input_ids"]
         if len(r_ids) > cfg.max_gen_len:
             r_ids = r_ids[: cfg.max_gen_len]
             truncated += 1

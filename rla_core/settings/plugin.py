@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ import polars as pl
 from rla_core.algo.curriculum import PlayTask
 from rla_core.config import RewriterKind, Setting
 from rla_core.errors import ConfigError, EnvironmentFault, EnvironmentSpecError
-from rla_core.plugins import EnvironmentPlugin, InstalledPlugin, find_plugin
+from rla_core.plugins import InstalledPlugin, find_plugin
 from rla_core.schemas import empty_frame
 from rla_core.settings.base import (
     ProposalRequest,
@@ -48,11 +49,6 @@ if TYPE_CHECKING:
     from rla_core.envs.plugin_env import GuardedPlugin
     from rla_core.envs.rewriter import TaskRewriter
     from rla_core.models.generator import Generator
-
-
-def _overrides(plugin: type[EnvironmentPlugin], method: str) -> bool:
-    """Whether the plug-in implements an optional method of the contract (not the default)."""
-    return getattr(plugin, method) is not getattr(EnvironmentPlugin, method)
 
 
 @dataclass(frozen=True)
@@ -143,6 +139,7 @@ class PluginSetting:
         through the guarded path and replayed like a rollout's when the plug-in fails in it
         (``rollout.env_retries``); a seed task that still cannot be played fails the stage naming it."""
         from rla_core.envs.demos import DEMO_COLUMNS, corpus_texts, judge_demos, policy_warm_start_rows
+        from rla_core.envs.plugin_env import implements
 
         turns = inputs.models.history_turns  # demos show the history the rollouts will show
         retries = inputs.rollout.env_retries
@@ -150,19 +147,24 @@ class PluginSetting:
         cls = self.plugin.cls
         with self._open(inputs.plugin) as env:
             specs = [task.spec for task in env.tasks("train")]
-            corpus = corpus_texts(env, specs, seed=seed, history_turns=turns, retries=retries)
-            corpus += [self.judge_template.template, env.plugin.rewrite_template, *env.corpus()]
+            texts = [self.judge_template.template, env.plugin.rewrite_template, *env.corpus()]
+            if env.plays_itself:  # its episodes need the policy's endpoint: only its texts, no demonstrations
+                instructions = [
+                    str(env.call("instruction", s, partial(env.plugin.instruction, s))) for s in specs
+                ]
+                return WarmStartData(corpus=[*instructions, *texts], policy_rows=empty, reward_rows=empty)
+            corpus = corpus_texts(env, specs, seed=seed, history_turns=turns, retries=retries) + texts
             return WarmStartData(
                 corpus=corpus,
                 policy_rows=(
                     policy_warm_start_rows(inputs, env, specs, seed=seed)
-                    if _overrides(cls, "demonstration")
+                    if implements(cls, "demonstration")
                     else empty
                 ),
                 reward_rows=judge_demos(
                     env, specs, seed=seed, history_turns=turns, judge_template=self.judge_template,
                     retries=retries, free_form=env.free_form,
-                ) if _overrides(cls, "demonstration" if env.free_form else "expert_actions") else empty,
+                ) if implements(cls, "demonstration" if env.free_form else "expert_actions") else empty,
             )  # fmt: skip
 
     def declarations(self, inputs: BootstrapInputs) -> tuple[bool, bool]:
@@ -175,6 +177,8 @@ class PluginSetting:
         """The preflight's look at the plug-in's seed tasks, one line per problem: the plug-in's
         ``check_variant`` accepts each, and each one's demonstration (when the plug-in gives them) is
         played once, through the guarded path, and wins it."""
+        from rla_core.envs.plugin_env import implements
+
         problems: list[str] = []
         with self._open(inputs.plugin) as env:
             for task in env.tasks("train"):
@@ -182,7 +186,7 @@ class PluginSetting:
                 verdict = env.check_winnable(task.spec)
                 if verdict is not None:
                     problems.append(f"{where} is not a playable task: {verdict}")
-                if _overrides(self.plugin.cls, "demonstration"):
+                if implements(self.plugin.cls, "demonstration"):
                     problems += [f"{where} {p}" for p in _demonstration_problems(env, task.spec)]
         return problems
 

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["parsing", "labels", "coding_rewards", "adaptation", "registry"]
+MODULES = ["parsing", "labels", "coding_rewards", "adaptation", "registry", "seeds"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -11,12 +11,8 @@ import torch
 
 from rla_core.config import SamplingConfig, build_config
 from rla_core.errors import ConfigError, ModelError
-from rla_core.models.generator import (
-    Generation,
-    TransformersGenerator,
-    _RowSampler,
-    step_uniforms,
-)
+from rla_core.models.generator import Generation, TransformersGenerator
+from rla_core.models.sampling import RowSampler, step_uniforms
 
 PROMPTS = ["You are in a kitchen.", "Goal: take the key and open the chest. Action:", "go"]
 
@@ -146,7 +142,7 @@ def test_seeds_must_match_prompts(gen: TransformersGenerator) -> None:
 
 def _frequencies(scores: list[float], *, temperature: float, top_p: float, rows: int) -> list[float]:
     """Share of ``rows`` seeded rows on which the sampler picks each token of ``scores`` (first step)."""
-    sampler = _RowSampler(
+    sampler = RowSampler(
         range(rows), temperature=temperature, top_p=top_p, prompt_len=1, steps=1, device=torch.device("cpu")
     )
     logits = torch.tensor([scores] * rows)
@@ -171,7 +167,7 @@ def test_sampler_matches_tempered_top_p_softmax() -> None:
 
 def test_sampler_takes_the_first_token_whose_running_mass_reaches_u() -> None:
     # Probabilities 0.5, 0.3, 0.2 (T=1): running mass 0.5, 0.8, 1.0.
-    sampler = _RowSampler(
+    sampler = RowSampler(
         [0, 1, 2, 3], temperature=1.0, top_p=1.0, prompt_len=1, steps=1, device=torch.device("cpu")
     )
     # u = 0.25 -> 0.5 is the first mass >= 0.25: token 0; u = 0.5 -> token 0 (>= is inclusive);
