@@ -91,6 +91,10 @@ def _column_values(name: str, dtype: pl.DataType, rows: int) -> pl.Series:
         values = [i % 2 == 0 for i in range(rows)]
     elif dtype == pl.List(pl.String):
         values = [[f"{name}-{i}.png", f"{name}-{i}-b.png"] if i % 3 else None for i in range(rows)]
+    elif dtype == pl.List(pl.Int64):
+        values = [[i, i + 1, 50_000 + i] if i % 3 else None for i in range(rows)]
+    elif dtype == pl.List(pl.Float64):
+        values = [[-0.5 * i, -1.25] if i % 3 else None for i in range(rows)]
     else:
         raise AssertionError(f"sample_frame does not know dtype {dtype}; extend it")
     return pl.Series(name, values, dtype=dtype)

@@ -125,17 +125,20 @@ def test_fingerprint_changes_with_dtype() -> None:
 
 
 def test_a_stored_frame_written_before_an_added_column_reads_with_nulls() -> None:
-    """Rollouts written before ``next_observation_ref``, ``images`` and the episode status existed stay
-    readable; a new frame must have them."""
+    """Rollouts written before ``next_observation_ref``, ``images``, the episode status and the recorded
+    tokens existed stay readable; a new frame must have them."""
     schema = get_schema("rollouts")
     status = ("status", "error_kind", "error_message", "attempt")
-    assert schema.added == ("next_observation_ref", "images", *status)
-    old = empty_frame("rollouts").drop("next_observation_ref", "images", *status)
+    tokens = ("prompt_ids", "response_ids", "response_logprobs")
+    assert schema.added == ("next_observation_ref", "images", *status, *tokens)
+    old = empty_frame("rollouts").drop("next_observation_ref", "images", *status, *tokens)
     old = pl.concat([old, pl.DataFrame([{c: None for c in old.columns}], schema=old.schema)])
     back = validate("rollouts", old, written_before=True)
     assert back.columns == list(schema.columns)
     assert back["next_observation_ref"].to_list() == [None] and back["images"].to_list() == [None]
     assert back.schema["images"] == pl.List(pl.String)
     assert back.select(status).row(0) == (None, None, None, None)
+    assert back.select(tokens).row(0) == (None, None, None)
+    assert back.schema["response_ids"] == pl.List(pl.Int64)
     with pytest.raises(SchemaError, match=r"missing columns \['images', 'next_observation_ref', 'status'"):
         validate("rollouts", old)

@@ -157,7 +157,7 @@ def read_steps_file(path: Path, *, where: str) -> pl.DataFrame:
         frame = pl.read_parquet(path)
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise ArtifactError(f"{where}: {path} is not a readable Parquet file ({exc})") from None
-    steps = played(validate("rollouts", frame, where=f"{where} ({path})")).filter(
+    steps = played(validate("rollouts", frame, where=f"{where} ({path})", written_before=True)).filter(
         pl.col("step").is_not_null()
     )
     labelled = steps["expert_actions"].drop_nulls()

@@ -37,8 +37,8 @@ EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 # Kept whole so answers like \boxed{3} cost two or three tokens however small the corpus is.
 BOXED_TOKEN = "\\boxed{"
-# Bumped when the bootstrap recipe changes, so stale cache entries are not reused (2: the chat template).
-_RECIPE_VERSION = 2
+# Bumped when the bootstrap recipe changes, so stale cache entries are not reused.
+_RECIPE_VERSION = 1
 # Always part of the tokenizer's training text: digits, answer markers and common punctuation must
 # tokenise well even when the caller's corpus is tiny.
 _SEED_TEXT: tuple[str, ...] = (
@@ -61,15 +61,6 @@ VL_CHAT_TEMPLATE = (
     "{% if part['type'] == 'image' or part['type'] == 'image_url' %}<|vision_start|><|image_pad|><|vision_end|>"
     "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
     "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-# The tiny text models' chat template: ChatML's turn opener, and EOS as the end of a turn, so generation
-# from the assistant header stops where a turn ends (the generation config's EOS). Free-form turns
-# (plug-ins that take free text, the recording endpoint) render their conversations with it.
-TURN_START_TOKEN = "<|im_start|>"
-TEXT_CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}"
-    "<|endoftext|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -143,8 +134,7 @@ def ensure_tiny_model(
     ``cache_dir/<name>-<key[:16]>``. It is written to a temporary directory and renamed into place, so a
     killed or concurrent run never leaves a half-written model behind. Weights are random (seeded by the
     key), the tokenizer is a byte-level BPE trained on ``corpus`` plus digits and ``\\boxed{}`` markers,
-    with ``<|endoftext|>`` as EOS and ``<|pad|>`` as padding, and a chat template
-    (:data:`TEXT_CHAT_TEMPLATE`: ``<|im_start|>role`` turns that end at EOS). No network access.
+    with ``<|endoftext|>`` as EOS and ``<|pad|>`` as padding. No network access.
 
     Example:
         >>> ensure_tiny_model("reward", corpus=["Is this step good? \\\\boxed{1}"], cache_dir=Path("/tmp/m"))
@@ -374,7 +364,6 @@ def _train_tokenizer(corpus: Sequence[str], arch: TinyArch) -> Any:
     )
     bpe.train_from_iterator(_training_text(corpus), trainer=trainer)
     bpe.add_tokens([AddedToken(BOXED_TOKEN, normalized=False)])
-    bpe.add_special_tokens([AddedToken(TURN_START_TOKEN, special=True, normalized=False)])
     return PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         eos_token=EOS_TOKEN,
@@ -387,7 +376,6 @@ def _build(out: Path, *, corpus: Sequence[str], arch: TinyArch, seed: int) -> No
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = _train_tokenizer(corpus, arch)
-    tokenizer.chat_template = TEXT_CHAT_TEMPLATE
     eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
     pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
     config = Qwen2Config(

@@ -141,16 +141,32 @@ class RenderedChat:
     ids: tuple[int, ...]
 
 
+# The turns of a checkpoint without a chat template (the tiny models; base models): ChatML's turn opener as
+# plain text, and the tokenizer's EOS as the end of a turn, so generation from the assistant header stops
+# where a turn ends (the generation config's EOS).
+PLAIN_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}"
+    "{{ eos_token }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
 def render_chat(tokenizer: Any, turns: list[dict[str, str]], *, where: str) -> RenderedChat:
     """``turns`` rendered with ``tokenizer``'s chat template (the assistant header appended) and tokenised
     without added special tokens: exactly the ids the model continues. A tokenizer without a chat template
-    is a :class:`~rla_core.errors.ModelError` naming ``where`` (the checkpoint)."""
-    if not getattr(tokenizer, "chat_template", None):
+    (the tiny models, a base model) renders with :data:`PLAIN_CHAT_TEMPLATE`; one without an EOS token
+    cannot end a turn: a :class:`~rla_core.errors.ModelError` naming ``where`` (the checkpoint)."""
+    template = getattr(tokenizer, "chat_template", None) or PLAIN_CHAT_TEMPLATE
+    if template is PLAIN_CHAT_TEMPLATE and not getattr(tokenizer, "eos_token", None):
         raise ModelError(
-            f"{where} has no chat template, so a conversation cannot be rendered for it: give the policy a "
-            "checkpoint with one (the tiny models get one at bootstrap; tokenizer.chat_template = ...)"
+            f"{where} has neither a chat template nor an EOS token, so a conversation cannot be rendered "
+            "for it: give the policy a checkpoint with one (tokenizer.chat_template = ...)"
         )
-    text = str(tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True))
+    text = str(
+        tokenizer.apply_chat_template(
+            turns, chat_template=template, tokenize=False, add_generation_prompt=True
+        )
+    )
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     return RenderedChat(text, tuple(int(i) for i in ids))
 

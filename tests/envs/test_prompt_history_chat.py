@@ -48,18 +48,13 @@ def test_history_turns_setting_changes_the_prompt(env: TextWorldEnv, game_cache:
 def test_chat_markup_applied_and_recorded(env: TextWorldEnv, tiny_policy_dir: Path, tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    chat_dir, plain_dir = tmp_path / "chat-model", tmp_path / "plain-model"
-    for target, template in ((chat_dir, CHAT), (plain_dir, None)):
-        shutil.copytree(tiny_policy_dir, target)
-        tok = AutoTokenizer.from_pretrained(target)
-        if template is None:  # the tiny models have a chat template since bootstrap gave them one
-            (target / "chat_template.jinja").unlink(missing_ok=True)
-            tok.chat_template = None
-        else:
-            tok.chat_template = template
-        tok.save_pretrained(target)
+    chat_dir = tmp_path / "chat-model"
+    shutil.copytree(tiny_policy_dir, chat_dir)
+    tok = AutoTokenizer.from_pretrained(chat_dir)
+    tok.chat_template = CHAT
+    tok.save_pretrained(chat_dir)
 
-    plain = TransformersGenerator(plain_dir, device="cpu", chat_template=True)
+    plain = TransformersGenerator(tiny_policy_dir, device="cpu", chat_template=True)
     off = TransformersGenerator(chat_dir, device="cpu", chat_template=False)
     on = TransformersGenerator(chat_dir, device="cpu", chat_template=True)
     try:
