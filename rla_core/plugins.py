@@ -27,7 +27,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -219,25 +219,33 @@ class EnvironmentPlugin(ABC):
     def reset(self, spec: dict[str, Any], *, seed: int) -> tuple[Any, Observation]:
         """Start an episode of ``spec``: its state and first observation (required unless :meth:`play` is
         implemented)."""
-        raise NotImplementedError(f"{type(self).__name__} plays its own episodes (play), it has no reset")
+        self._unimplemented("reset")
 
     def step(self, state: Any, action: str) -> tuple[Any, Observation]:
         """Play one of the admissible ``action`` s (on a free-form turn: the policy's text, as it wrote it):
         the next state and observation (required unless :meth:`play` is implemented)."""
-        raise NotImplementedError(f"{type(self).__name__} plays its own episodes (play), it has no step")
+        self._unimplemented("step")
 
     def score(self, state: Any) -> float:
         """The episode's score in [0, 1], kept in the rows; at least :attr:`success_score` wins (read once the
         episode is done; an episode cut at the step budget is lost, its score not read; required unless
         :meth:`play` is implemented)."""
-        raise NotImplementedError(f"{type(self).__name__} plays its own episodes (play), it has no score")
+        self._unimplemented("score")
 
     def play(self, episodes: Sequence[EpisodeRequest], *, policy: PolicyEndpoint) -> Sequence[EpisodeResult]:
         """Play ``episodes`` yourself, sending every model request of each to ``policy`` (an OpenAI-compatible
         Chat Completions endpoint that records every turn) with the episode's ``seed``; one result per
         episode, in order. Implement it instead of ``reset``/``step``/``score`` for an environment written
         against an OpenAI client (a verifiers taskset): its episodes are free-form by construction."""
-        raise NotImplementedError(f"{type(self).__name__} is played turn by turn (reset, step, score)")
+        self._unimplemented("play")
+
+    def _unimplemented(self, method: str) -> NoReturn:
+        """The base's body of the two ways of playing: a plug-in implements ``reset``/``step``/``score`` or
+        ``play``; the loop checks which when it opens one and never calls the other."""
+        raise ConfigError(
+            f"plug-in class {type(self).__name__} does not implement {method}: a plug-in implements reset, step "
+            "and score (turn by turn), or play (its own episodes against the policy's endpoint)"
+        )
 
     def demonstration(self, spec: dict[str, Any]) -> Sequence[str] | None:
         """Actions that win ``spec`` from its reset (the warm start's demonstrations; a free-form plug-in's:

@@ -33,11 +33,10 @@ from rla_core.envs.prompts import (
     judge_demo_response,
     listed_actions,
     policy_demo_response,
-    render_conversation,
     render_judge_prompt,
-    render_policy_prompt,
     replace_action_list,
     template_texts,
+    turn_prompt,
 )
 from rla_core.errors import DemonstrationError, EnvironmentFault, EnvironmentSpecError
 from rla_core.schemas import Images, Str
@@ -137,26 +136,20 @@ def _play_once(
             action = choose(step, actions, episode)
             if action is None or not (actions or free_form):
                 break
-            if free_form:  # the answer is the text itself; its label is the episode's outcome (below)
-                prompt = render_conversation(
-                    system=episode.system_prompt, instruction=episode.instruction, history=history,
-                    observation=episode.observation,
-                )  # fmt: skip
-                good, response = False, action
-            else:
-                prompt = render_policy_prompt(
-                    instruction=episode.instruction,
-                    history=history,
-                    observation=episode.observation,
-                    actions=actions,
-                    history_turns=history_turns,
-                )
-                good = action in episode.expert_actions()
-                response = policy_demo_response(action, actions.index(action)) if action in actions else ""
+            prompt = turn_prompt(episode, history, history_turns=history_turns)
+            good = action in episode.expert_actions()  # none on a free-form turn: labelled by outcome below
+            # A free-form answer is the text itself; an action not listed is played but not demonstrated.
+            response = (
+                action
+                if free_form
+                else policy_demo_response(action, actions.index(action))
+                if action in actions
+                else None
+            )
             before = episode.observation
             screens.append(episode.observation_ref)
             result = episode.step(action)
-            if free_form or action in actions:
+            if response is not None:
                 steps.append(
                     DemoStep(
                         prompt,

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, cast
 import polars as pl
 
 from rla_core.algo.episodes import EpisodeStatus
-from rla_core.algo.seeds import derive_seed
-from rla_core.errors import ModelError
+from rla_core.envs.base import EnvErrorKind
+from rla_core.envs.rollout import end_as_env_error, episode_seed, replay_failed
+from rla_core.errors import EnvironmentFault, ModelError
 from rla_core.plugins import EpisodeRequest, EpisodeResult, PolicyEndpoint
 from rla_core.schemas import get_schema, validate
 
@@ -43,7 +44,6 @@ def play_through_endpoint(
 ) -> dict[str, pl.DataFrame]:
     """The request's episodes played by the plug-in against the recording endpoint (module docstring): the
     frames ``rollouts`` and, when an attempt failed, ``env_errors`` (as :func:`~rla_core.envs.rollout.play_rollouts`)."""
-    from rla_core.envs.rollout import replay_failed
     from rla_core.models.endpoint import RecordingEndpoint
 
     checkpoint = getattr(generator, "model_dir", None)
@@ -66,7 +66,7 @@ def play_through_endpoint(
             tasks = {t.task_id: t for t in part.tasks}
             keys = part.episode_keys()
             episodes = [
-                EpisodeRequest(task_id, tasks[task_id].spec, derive_seed(part.seed, task_id, rollout_id), part.max_steps)
+                EpisodeRequest(task_id, tasks[task_id].spec, episode_seed(part.seed, task_id, rollout_id), part.max_steps)
                 for task_id, rollout_id in keys
             ]  # fmt: skip
             results = env.play(episodes, policy)
@@ -91,12 +91,13 @@ def episode_rows(
     Example: two recorded turns and ``EpisodeResult(score=0.75, ...)`` with ``success_score`` 1 → two rows,
     steps 0 and 1, both ``score`` 0.75 and outcome -1, the second ``done``.
     """
+    blank = dict.fromkeys(get_schema("rollouts").columns)
     rows: list[dict[str, Any]] = []
     for i, record in enumerate(records):
         after = records[i + 1] if i + 1 < len(records) else None
         rows.append(
             {
-                **dict.fromkeys(get_schema("rollouts").columns), **base, "step": i, "prompt": record.prompt,
+                **blank, **base, "step": i, "prompt": record.prompt,
                 "response": record.response, "action": record.response, "action_valid": True,
                 "next_observation": _said_after(record, after) if after else result.final_observation,
                 "expert_actions": "[]", "done": after is None, "prompt_tokens": len(record.prompt_ids),
@@ -105,24 +106,16 @@ def episode_rows(
             }
         )  # fmt: skip
     if result.error is not None or result.score is None:
-        message = f"plug-in {env.name!r} reported the episode failed: {result.error or 'no score'}"
-        if not rows:
-            rows.append({**dict.fromkeys(get_schema("rollouts").columns), **base})
-        rows[-1]["done"] = True
+        failure = f"reported the episode failed: {result.error or 'no score'}"
+    elif not rows:  # the environment ended the episode before asking the policy anything
+        failure = "played the episode without a single request to the policy"
+    else:
+        ended = env.ended(result.final_observation, result.score)
+        status = EpisodeStatus.WON if ended.won else EpisodeStatus.LOST
         for row in rows:
-            row.update(
-                outcome=None, status=EpisodeStatus.ENV_ERROR.value, error_kind="plugin", error_message=message
-            )
+            row.update(outcome=1.0 if ended.won else -1.0, status=status.value, score=ended.score)
         return rows
-    if not rows:  # the environment ended the episode before asking the policy anything: nothing to learn from
-        message = f"plug-in {env.name!r} played the episode without a single request to the policy"
-        row = {**dict.fromkeys(get_schema("rollouts").columns), **base, "done": True}
-        row.update(status=EpisodeStatus.ENV_ERROR.value, error_kind="plugin", error_message=message)
-        return [row]
-    won = result.score >= env.plugin.success_score
-    status = EpisodeStatus.WON if won else EpisodeStatus.LOST
-    for row in rows:
-        row.update(outcome=1.0 if won else -1.0, status=status.value, score=float(result.score))
+    end_as_env_error(rows, base, EnvironmentFault(EnvErrorKind.PLUGIN, f"plug-in {env.name!r} {failure}"))
     return rows
 
 

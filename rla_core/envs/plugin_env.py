@@ -174,7 +174,7 @@ class GuardedPlugin:
     def free_form(self) -> bool:
         """The plug-in declares free-form turns (:attr:`~rla_core.plugins.EnvironmentPlugin.free_form`), or
         plays its own episodes (whose turns are free text by construction)."""
-        return bool(self.plugin.free_form) or self.plays_itself
+        return self.plugin.free_form or self.plays_itself  # a bool: checked at construction
 
     @property
     def plays_itself(self) -> bool:

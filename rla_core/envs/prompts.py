@@ -24,7 +24,10 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rla_core.envs.base import Episode
 
 TEMPLATE_VERSION = 1
 # Files this module reads rather than imports: part of the code version of every stage that uses it.
@@ -118,6 +121,21 @@ def render_conversation(
         lines += [f"Assistant: {answer}", f"User: {obs}"]
     lines.append("Assistant:")
     return "\n".join(lines)
+
+
+def turn_prompt(episode: Episode, history: Sequence[tuple[str, str]], *, history_turns: int) -> str:
+    """The policy's prompt for ``episode``'s next turn (rollouts and demonstrations alike): its conversation
+    when the turn is free-form (:func:`render_conversation`), else its numbered actions
+    (:func:`render_policy_prompt`, the last ``history_turns`` of ``history``)."""
+    if episode.free_form:
+        return render_conversation(
+            system=episode.system_prompt, instruction=episode.instruction, history=history,
+            observation=episode.observation,
+        )  # fmt: skip
+    return render_policy_prompt(
+        instruction=episode.instruction, history=history, observation=episode.observation,
+        actions=episode.admissible_actions, history_turns=history_turns,
+    )  # fmt: skip
 
 
 def _action_block(prompt: str) -> tuple[int, int]:

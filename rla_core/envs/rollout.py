@@ -54,7 +54,7 @@ from rla_core.algo.parsing import Parsed, fallback_action_index, parse_action_in
 from rla_core.algo.seeds import derive_seed
 from rla_core.config import InvalidAction
 from rla_core.envs.base import EnvErrorKind, StepResult
-from rla_core.envs.prompts import render_conversation, render_policy_prompt
+from rla_core.envs.prompts import turn_prompt
 from rla_core.errors import EnvironmentFault, EnvironmentSpecError
 from rla_core.models.multimodal import ImagePrompt, Prompt
 from rla_core.schemas import empty_frame, get_schema, validate
@@ -143,7 +143,9 @@ def run_rollouts(
         task = by_id[task_id]
         try:
             live.append(
-                _Live(task, rollout_id, env.open(task.spec, seed=derive_seed(seed, task.task_id, rollout_id)))
+                _Live(
+                    task, rollout_id, env.open(task.spec, seed=episode_seed(seed, task.task_id, rollout_id))
+                )
             )
         except EnvironmentFault as fault:  # e.g. no browser tab could be opened
             failed = _Live(task=task, rollout_id=rollout_id, episode=None)
@@ -195,6 +197,11 @@ def run_rollouts(
     return validate(
         "rollouts", pl.DataFrame(rows, schema=get_schema("rollouts").polars_schema), where="run_rollouts"
     )
+
+
+def episode_seed(seed: int, task_id: str, rollout_id: int) -> int:
+    """The seed episode ``(task_id, rollout_id)`` of a request seeded ``seed`` is opened (or played) with."""
+    return derive_seed(seed, task_id, rollout_id)
 
 
 def play_rollouts(
@@ -300,17 +307,7 @@ def _canonical(frame: pl.DataFrame, request: RolloutRequest) -> pl.DataFrame:
 def _policy_prompt(ep: _Live, *, history_turns: int, images: int) -> Prompt:
     """The policy's prompt for the episode's next step: text, plus its last ``images`` screens when > 0.
     A free-form turn shows the episode's conversation as the plug-in gives it (every turn)."""
-    game = ep.game
-    if game.free_form:
-        text = render_conversation(
-            system=game.system_prompt, instruction=game.instruction, history=ep.history,
-            observation=game.observation,
-        )  # fmt: skip
-    else:
-        text = render_policy_prompt(
-            instruction=game.instruction, history=ep.history, observation=game.observation,
-            actions=game.admissible_actions, history_turns=history_turns,
-        )  # fmt: skip
+    text = turn_prompt(ep.game, ep.history, history_turns=history_turns)
     if images == 0:
         return text
     current = ep.game.observation_ref
@@ -401,12 +398,12 @@ def _play_turn(
 
 
 def _step(ep: _Live, row: dict[str, Any], *, out: Generation, invalid_action: InvalidAction) -> StepResult:
-    """Parse the answer, play it, and fill ``row``; raises EnvironmentFault when the environment fails."""
+    """Parse the answer, play it, and fill ``row``; raises EnvironmentFault when the environment fails.
+    On a free-form turn the policy's text is played as it was written (parsing it, and scoring a malformed
+    or empty answer, is the plug-in's); free text has no expert labels."""
     episode = ep.game
     actions = list(episode.admissible_actions)
-    if episode.free_form:
-        return _free_turn(episode, row, out=out)
-    if not actions:
+    if not actions and not episode.free_form:
         # Every engine offers at least one action on a working page or desktop (MiniWoB: its elements;
         # OSWorld: DONE and FAIL; text games: their commands): none means it broke (lost its elements).
         raise EnvironmentFault(
@@ -417,10 +414,15 @@ def _step(ep: _Live, row: dict[str, Any], *, out: Generation, invalid_action: In
     row["_observation_before"] = episode.observation
     ref_before = episode.observation_ref
     row["observation_ref"] = row["next_observation_ref"] = ref_before
-    parsed: Parsed[int] = parse_action_index(out.text, len(actions))
-    row["action_valid"], row["invalid_reason"] = parsed.valid, None if parsed.valid else parsed.reason
-    if parsed.valid or invalid_action is InvalidAction.FALLBACK:
-        row["action"] = actions[fallback_action_index(parsed, len(actions))]
+    if episode.free_form:
+        row["action"], row["action_valid"], play = out.text, True, True
+    else:
+        parsed: Parsed[int] = parse_action_index(out.text, len(actions))
+        row["action_valid"], row["invalid_reason"] = parsed.valid, None if parsed.valid else parsed.reason
+        play = parsed.valid or invalid_action is InvalidAction.FALLBACK
+        if play:
+            row["action"] = actions[fallback_action_index(parsed, len(actions))]
+    if play:
         result = episode.step(row["action"])
         # The screen after the step (GUI): the environment's latest screenshot once an action was played;
         # the screen before it when none was (nothing changed). A judge that sees images gets both (spec §1.3).
@@ -431,35 +433,29 @@ def _step(ep: _Live, row: dict[str, Any], *, out: Generation, invalid_action: In
     return result
 
 
-def _free_turn(episode: Episode, row: dict[str, Any], *, out: Generation) -> StepResult:
-    """A free-form turn: the policy's text goes to the environment as it was written (parsing it, and
-    scoring a malformed or empty answer, is the plug-in's); free text has no expert labels."""
-    row["_observation_before"] = episode.observation
-    row["observation_ref"] = episode.observation_ref
-    row["action"], row["action_valid"] = out.text, True
-    result = episode.step(out.text)
-    row["next_observation_ref"] = episode.observation_ref
-    row["next_observation"] = result.observation
-    return result
-
-
 def _env_error(ep: _Live, fault: EnvironmentFault, *, iteration: int) -> None:
-    """End ``ep`` as ``env_error``: every row gets a null outcome, the kind and the message; an episode
-    that failed before its first action gets one row with a null step (it must still be counted)."""
+    """End ``ep`` as ``env_error`` (:func:`end_as_env_error` of its rows)."""
     ep.fault = fault
-    if not ep.rows:
-        row = dict.fromkeys(get_schema("rollouts").columns)
-        row.update(
-            iteration=iteration, task_id=ep.task.task_id, slot_id=ep.task.slot_id, pending=ep.task.pending,
-            rollout_id=ep.rollout_id, attempt=0,
-        )  # fmt: skip
-        ep.rows.append(row)
-    last = ep.rows[-1]
+    keys = {
+        "iteration": iteration, "task_id": ep.task.task_id, "slot_id": ep.task.slot_id, "pending": ep.task.pending,
+        "rollout_id": ep.rollout_id, "attempt": 0,
+    }  # fmt: skip
+    end_as_env_error(ep.rows, keys, fault)
+
+
+def end_as_env_error(rows: list[dict[str, Any]], keys: dict[str, Any], fault: EnvironmentFault) -> None:
+    """End an episode's 'rollouts' ``rows`` as ``env_error``, in place: every row gets a null outcome, the
+    kind and the message; an episode that failed before its first action gets one row with a null step and
+    the episode's ``keys`` (it must still be counted); the last row is ``done`` and, when the failure left it
+    no next observation, says so there."""
+    if not rows:
+        rows.append({**dict.fromkeys(get_schema("rollouts").columns), **keys})
+    last = rows[-1]
     last.pop("_observation_before", None)
     last["done"] = True
     if last.get("step") is not None and not last.get("next_observation"):
         last["next_observation"] = f"The environment failed ({fault.kind}): {fault.message}"
-    for r in ep.rows:
+    for r in rows:
         r.update(
             outcome=None,
             status=EpisodeStatus.ENV_ERROR.value,

@@ -44,6 +44,7 @@ from rla_core.algo.seeds import turn_seed
 from rla_core.config import SamplingConfig
 from rla_core.errors import ModelError
 from rla_core.models.chat import ChatRequest, ChatRequestError, EndpointRecord, render_chat
+from rla_core.models.sampling import eos_ids
 from rla_core.models.vllm_worker import weights_hash
 
 if TYPE_CHECKING:
@@ -259,13 +260,10 @@ def _eos_ids(tokenizer: Any, checkpoint: Path) -> list[int]:
     from transformers import GenerationConfig
 
     try:
-        eos = GenerationConfig.from_pretrained(checkpoint).eos_token_id
+        configured = GenerationConfig.from_pretrained(checkpoint).eos_token_id
     except OSError:  # no generation_config.json
-        eos = None
-    if eos is None:
-        eos = tokenizer.eos_token_id
-    ids = eos if isinstance(eos, list) else [eos]
-    return [int(i) for i in ids if i is not None]
+        configured = None
+    return eos_ids(configured, tokenizer)
 
 
 def _completion_id(record: EndpointRecord) -> str:

@@ -65,7 +65,7 @@ from rla_core.models.multimodal import (
     prompt_images,
     require_vision_language,
 )
-from rla_core.models.sampling import RowSampler, StopCriterion, sample_seed
+from rla_core.models.sampling import RowSampler, StopCriterion, eos_ids, sample_seed
 from rla_core.models.server_pool import active_pool
 from rla_core.models.serving import (
     VllmServer,
@@ -496,15 +496,15 @@ class TransformersGenerator:
         if input_ids.shape[1] == 0:
             raise ModelError("every prompt in the batch is empty: give the model some text to continue")
         prompt_len = input_ids.shape[1]
-        eos_ids = self._eos_ids()
+        stop_ids = self._eos_ids()
         criterion = StopCriterion(
-            tok, prompt_len=prompt_len, stops=sampling.stop, eos_ids=eos_ids, rows=len(row_seeds),
+            tok, prompt_len=prompt_len, stops=sampling.stop, eos_ids=stop_ids, rows=len(row_seeds),
             device=self._device,
         )  # fmt: skip
         kwargs: dict[str, Any] = {
             "max_new_tokens": sampling.max_new_tokens,
             "pad_token_id": tok.pad_token_id,
-            "eos_token_id": eos_ids,
+            "eos_token_id": stop_ids,
             "stopping_criteria": StoppingCriteriaList([criterion]),
             # Greedy over our processed logits; the checkpoint's own sampling defaults must not apply.
             "do_sample": False,
@@ -534,16 +534,12 @@ class TransformersGenerator:
             done_at = criterion.finished_at()[row]
             used = ids[:done_at] if done_at is not None else ids
             tokens.append(used)
-            eos_hits.append(bool(used) and used[-1] in eos_ids)
+            eos_hits.append(bool(used) and used[-1] in stop_ids)
             logps.append(chosen[row][: len(used)])
         return tokens, eos_hits, logps
 
     def _eos_ids(self) -> list[int]:
-        eos = self._model.generation_config.eos_token_id
-        if eos is None:
-            eos = self._tokenizer.eos_token_id
-        ids = eos if isinstance(eos, list) else [eos]
-        return [int(i) for i in ids if i is not None]
+        return eos_ids(self._model.generation_config.eos_token_id, self._tokenizer)
 
     def close(self) -> None:
         """Drop the model (frees its memory)."""

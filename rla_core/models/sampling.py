@@ -146,3 +146,11 @@ class StopCriterion:
     def finished_at(self) -> list[int | None]:
         """Per row, the number of new tokens it used when it stopped (None: it ran to the length limit)."""
         return [None if n < 0 else int(n) for n in self._finished_at.tolist()]
+
+
+def eos_ids(configured: int | list[int] | None, tokenizer: Any) -> list[int]:
+    """The ids that end a generation: ``configured`` (a generation config's ``eos_token_id``: one id or a
+    list), else the tokenizer's EOS; both backends' generators and the recording endpoint read them so."""
+    eos = configured if configured is not None else tokenizer.eos_token_id
+    ids = eos if isinstance(eos, list) else [eos]
+    return [int(i) for i in ids if i is not None]

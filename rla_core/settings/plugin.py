@@ -202,14 +202,14 @@ class PluginSetting:
         from rla_core.envs.rewriter import ModelRewriter, RewriteRequest, rewrite_tasks
 
         with self._open(inputs.plugin) as env:
-            if (
-                env.space is None
-            ):  # no rewrites declared: adaptation is off for this plug-in (preflight says so)
+            if env.space is None:  # no rewrites declared: adaptation is off for it (the preflight says so)
                 return empty_frame("proposals")
-        requests = rewrite_requests(
-            job, max_steps=inputs.rollout.max_steps, summarizer=env_model, sampling=inputs.adaptation.sampling
-        )
-        with self._open(inputs.plugin) as env:
+            requests = rewrite_requests(
+                job,
+                max_steps=inputs.rollout.max_steps,
+                summarizer=env_model,
+                sampling=inputs.adaptation.sampling,
+            )
             rewriter: TaskRewriter = (
                 ModelRewriter(PluginPrompts(env), env_model, sampling=inputs.adaptation.sampling)
                 if env_model is not None and inputs.adaptation.rewriter is RewriterKind.LLM
