@@ -26,6 +26,13 @@ A third table, **the judge on its yardstick** (``judge_eval``, ``evaluation.judg
 accuracy and good-verdict share at iteration 0 and at the last iteration that measured it, and per arm their
 change (end − start) as a mean over the arm's runs with its 95 % t-interval over seeds.
 
+First, across arms, **end success against the votes' balanced accuracy** (the noise curve): per arm, the
+balanced step accuracy of the votes its policy update used (the judge stage's, else the label stage's; mean over
+the arm's iterations and seeds; for a trained judge it is measured on the steps it judged, against the engine's
+labels; none where the arm's switches turn the step-wise reward off, as ``outcome-only``'s do), and the
+evaluation success (``evaluate: policy/eval_success_rate``) at iteration 0 and at the last
+evaluated iteration (named: a run still going ends earlier) with the change's 95 % t-interval over seeds; sorted by the votes' accuracy.
+
 Nothing is recomputed: every number is a stage metric the run recorded. Writes Markdown tables.
 
 Run: .venv/bin/python benchmarks/study_diagnostics.py ROOT STUDY [--out FILE]
@@ -39,6 +46,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from flows.arms import ARMS
 from rla_core.algo.stats import mean_interval
 from rla_core.store import ArtifactStore
 
@@ -67,6 +75,7 @@ BALANCE: tuple[Column, ...] = (
     ("weight won", ("label",), "reward_model/balance_weight_won", None, ".2f"),
     ("weight lost", ("label",), "reward_model/balance_weight_lost", None, ".2f"),
 )
+SUCCESS = "policy/eval_success_rate"
 YARDSTICK = ("reward_model/yardstick_step_balanced_accuracy", "reward_model/yardstick_good_verdict_share")
 
 
@@ -123,10 +132,7 @@ def _yardstick(store: ArtifactStore, arm_runs: list[str]) -> list[str]:
     if not rows:
         return []
     if changes[0]:
-        cells = []
-        for values in changes:
-            mean, low, high = mean_interval(values)
-            cells.append(f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]" if len(values) > 1 else f"{mean:+.3f}")
+        cells = [_interval_text(values) for values in changes]
         rows.append(
             f"| **change, mean over {len(changes[0])} runs [95 % t-interval]** | | {cells[0]} | {cells[1]} |"
         )
@@ -134,6 +140,60 @@ def _yardstick(store: ArtifactStore, arm_runs: list[str]) -> list[str]:
         "| run | iterations | yardstick balanced acc | yardstick good verdicts |",
         "|---|---|---|---|",
         *rows,
+    ]
+
+
+def _interval_text(values: list[float]) -> str:
+    mean, low, high = mean_interval(values)
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]" if len(values) > 1 else f"{mean:+.3f}"
+
+
+def _curve(store: ArtifactStore, runs: dict[str, list[str]]) -> list[str]:
+    rows: list[tuple[float, str]] = []
+    for arm, arm_runs in runs.items():
+        votes: list[float] = []
+        starts: list[float] = []
+        ends: list[float] = []
+        last: set[int] = set()
+        for run in arm_runs:
+            iterations = sorted({it for it, _ in store.committed(run)})
+            votes += [
+                v for it in iterations
+                if it > 0 and (v := _value(store, run, it, JUDGED, "reward_model/step_balanced_accuracy", None))
+                is not None
+            ]  # fmt: skip
+            evaluated = [
+                it for it in iterations if _value(store, run, it, ("evaluate",), SUCCESS, None) is not None
+            ]
+            if len(evaluated) > 1:
+                start, end = (
+                    _value(store, run, it, ("evaluate",), SUCCESS, None)
+                    for it in (evaluated[0], evaluated[-1])
+                )
+                last.add(evaluated[-1])
+                starts.append(float(start))  # type: ignore[arg-type]
+                ends.append(float(end))  # type: ignore[arg-type]
+        if not ends:
+            continue
+        if "reward.use_stepwise=false" in ARMS.get(arm, ()):
+            votes = []  # judged, but the policy's reward never read the votes
+        accuracy = statistics.fmean(votes) if votes else float("nan")
+        changes = [e - s for s, e in zip(starts, ends, strict=True)]
+        rows.append(
+            (
+                accuracy,
+                f"| {arm} | {len(ends)} | {f'{accuracy:.3f}' if votes else '—'} | {statistics.fmean(starts):.3f} | "
+                f"{statistics.fmean(ends):.3f} | {'/'.join(map(str, sorted(last)))} | {_interval_text(changes)} |",
+            )
+        )
+    if not rows:
+        return []
+    rows.sort(key=lambda r: (r[0] == r[0], r[0] if r[0] == r[0] else 0.0))  # no votes first, then by accuracy
+    return [
+        "| arm | runs | votes' balanced acc | success, iteration 0 | success, end | end iteration | "
+        "change [95 % t-interval] |",
+        "|---|---|---|---|---|---|---|",
+        *(text for _, text in rows),
     ]
 
 
@@ -149,6 +209,9 @@ def diagnostics(root: Path, study: str) -> str:
         "(n = seeds). Every number is a stage metric recorded in the runs' manifests.",
         "",
     ]
+    curve = _curve(store, runs)
+    if curve:
+        lines += ["### End success against the votes' balanced accuracy", "", *curve, ""]
     for arm, arm_runs in runs.items():
         lines += [f"### {arm} (runs: {', '.join(arm_runs)})", "", *_table(store, root, arm_runs, COLUMNS), ""]
         lines += ["The judge's rows:", "", *_table(store, root, arm_runs, BALANCE), ""]
