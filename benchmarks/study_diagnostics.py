@@ -29,11 +29,13 @@ change (end − start) as a mean over the arm's runs with its 95 % t-interval ov
 First, across arms, **end success against the votes' balanced accuracy** (the noise curve): per arm, the
 balanced step accuracy of the votes its policy update used (the judge stage's, else the label stage's; mean over
 the arm's iterations and seeds; for a trained judge it is measured on the steps it judged, against the engine's
-labels; none where the arm's switches turn the step-wise reward off, as ``outcome-only``'s do), and the
-evaluation success (``evaluate: policy/eval_success_rate``) at iteration 0 and at the last
+labels; none where the arm's switches turn the step-wise reward off, as ``outcome-only``'s do), the
+**precision of its "good" verdicts** (the share of the steps it calls good that are good: a judge may call most
+good steps bad and still reward only good ones), and the evaluation success (``evaluate: policy/eval_success_rate``) at iteration 0 and at the last
 evaluated iteration (named: a run still going ends earlier) with the change's 95 % t-interval over seeds; sorted by the votes' accuracy.
 
-Nothing is recomputed: every number is a stage metric the run recorded. Writes Markdown tables.
+Nothing is recomputed from rows: every number is a stage metric the run recorded, or (the precision) solved
+exactly from four of them (:func:`good_verdict_precision`). Writes Markdown tables.
 
 Run: .venv/bin/python benchmarks/study_diagnostics.py ROOT STUDY [--out FILE]
 """
@@ -143,6 +145,31 @@ def _yardstick(store: ArtifactStore, arm_runs: list[str]) -> list[str]:
     ]
 
 
+def good_verdict_precision(raw: float, balanced: float, said_good: float, good: float) -> float | None:
+    """The share of "good" verdicts that are right, from the judge's recorded step metrics.
+
+    With x, y the shares of all judged steps that are good and called good, bad and called bad, and t the
+    good share: raw accuracy = x + y and balanced accuracy = (x / t + y / (1 − t)) / 2, so
+    x = t (2 b (1 − t) − raw) / (1 − 2 t); the precision is x / (share called good). Exact (a mean vote of 0
+    is a miss in both classes, as the metrics count it); None when t is near ½ or nothing is called good.
+
+        >>> round(good_verdict_precision(0.9, 0.9, 0.26, 0.2), 4)  # recall 0.9 on both, 20 % good
+        0.6923
+    """
+    if abs(1 - 2 * good) < 0.05 or said_good <= 0:
+        return None
+    hits = good * (2 * balanced * (1 - good) - raw) / (1 - 2 * good)
+    return min(1.0, max(0.0, hits / said_good))
+
+
+JUDGE_METRICS = (
+    "reward_model/step_accuracy",
+    "reward_model/step_balanced_accuracy",
+    "reward_model/good_verdict_share",
+    "reward_model/good_step_share",
+)
+
+
 def _interval_text(values: list[float]) -> str:
     mean, low, high = mean_interval(values)
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]" if len(values) > 1 else f"{mean:+.3f}"
@@ -152,6 +179,7 @@ def _curve(store: ArtifactStore, runs: dict[str, list[str]]) -> list[str]:
     rows: list[tuple[float, str]] = []
     for arm, arm_runs in runs.items():
         votes: list[float] = []
+        precision: list[float] = []
         starts: list[float] = []
         ends: list[float] = []
         last: set[int] = set()
@@ -162,6 +190,10 @@ def _curve(store: ArtifactStore, runs: dict[str, list[str]]) -> list[str]:
                 if it > 0 and (v := _value(store, run, it, JUDGED, "reward_model/step_balanced_accuracy", None))
                 is not None
             ]  # fmt: skip
+            for it in iterations:
+                judged = [_value(store, run, it, JUDGED, m, None) for m in JUDGE_METRICS]
+                if it > 0 and None not in judged and (v := good_verdict_precision(*judged)) is not None:
+                    precision.append(v)
             evaluated = [
                 it for it in iterations if _value(store, run, it, ("evaluate",), SUCCESS, None) is not None
             ]
@@ -176,13 +208,14 @@ def _curve(store: ArtifactStore, runs: dict[str, list[str]]) -> list[str]:
         if not ends:
             continue
         if "reward.use_stepwise=false" in ARMS.get(arm, ()):
-            votes = []  # judged, but the policy's reward never read the votes
+            votes, precision = [], []  # judged, but the policy's reward never read the votes
         accuracy = statistics.fmean(votes) if votes else float("nan")
         changes = [e - s for s, e in zip(starts, ends, strict=True)]
         rows.append(
             (
                 accuracy,
-                f"| {arm} | {len(ends)} | {f'{accuracy:.3f}' if votes else '—'} | {statistics.fmean(starts):.3f} | "
+                f"| {arm} | {len(ends)} | {f'{accuracy:.3f}' if votes else '—'} | "
+                f"{f'{statistics.fmean(precision):.3f}' if precision else '—'} | {statistics.fmean(starts):.3f} | "
                 f"{statistics.fmean(ends):.3f} | {'/'.join(map(str, sorted(last)))} | {_interval_text(changes)} |",
             )
         )
@@ -190,9 +223,9 @@ def _curve(store: ArtifactStore, runs: dict[str, list[str]]) -> list[str]:
         return []
     rows.sort(key=lambda r: (r[0] == r[0], r[0] if r[0] == r[0] else 0.0))  # no votes first, then by accuracy
     return [
-        "| arm | runs | votes' balanced acc | success, iteration 0 | success, end | end iteration | "
+        "| arm | runs | votes' balanced acc | precision of good votes | success, iteration 0 | success, end | end iteration | "
         "change [95 % t-interval] |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
         *(text for _, text in rows),
     ]
 
