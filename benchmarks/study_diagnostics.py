@@ -23,7 +23,7 @@ judge's band (``env/share_in_band``: the paper's own means of balance); ``weight
 votes' own (the label stage's), so a noisy oracle's measured balanced accuracy stands there.
 
 A third table, **the judge on its yardstick** (``judge_eval``, ``evaluation.judge_steps``), per run: balanced
-accuracy and good-verdict share at iteration 0 and at the last iteration that measured it, and per arm their
+accuracy, good-verdict share and the precision of its good verdicts at iteration 0 and at the last iteration that measured it, and per arm their
 change (end − start) as a mean over the arm's runs with its 95 % t-interval over seeds.
 
 First, across arms, **end success against the votes' balanced accuracy** (the noise curve): per arm, the
@@ -78,7 +78,7 @@ BALANCE: tuple[Column, ...] = (
     ("weight lost", ("label",), "reward_model/balance_weight_lost", None, ".2f"),
 )
 SUCCESS = "policy/eval_success_rate"
-YARDSTICK = ("reward_model/yardstick_step_balanced_accuracy", "reward_model/yardstick_good_verdict_share")
+YARDSTICK = "reward_model/yardstick_"  # the judge_eval stage's prefix of the judge's step metrics
 
 
 def _value(
@@ -117,30 +117,33 @@ def _table(store: ArtifactStore, root: Path, arm_runs: list[str], columns: tuple
 
 def _yardstick(store: ArtifactStore, arm_runs: list[str]) -> list[str]:
     rows = []
-    changes: list[list[float]] = [[], []]  # per metric: end - start of every run measured twice
+    changes: list[list[float]] = [[], [], []]  # per measure: end - start of every run measured twice
     for run in arm_runs:
         done = sorted(it for it, stage in store.committed(run) if stage == "judge_eval")
         if not done:
             continue
-        first, last = (
-            [_value(store, run, it, ("judge_eval",), m, None) for m in YARDSTICK]
-            for it in (done[0], done[-1])
-        )
+        first, last = (_judge(store, run, it, ("judge_eval",), YARDSTICK) for it in (done[0], done[-1]))
         cells = [f"{v:.3f}" if v is not None else "—" for v in (*first, *last)]
-        rows.append(f"| {run} | {done[0]} → {done[-1]} | {cells[0]} → {cells[2]} | {cells[1]} → {cells[3]} |")
+        rows.append(
+            f"| {run} | {done[0]} → {done[-1]} | "
+            + " | ".join(f"{cells[i]} → {cells[i + 3]}" for i in range(3))
+            + " |"
+        )
         for i, (a, b) in enumerate(zip(first, last, strict=True)):
             if len(done) > 1 and a is not None and b is not None:
                 changes[i].append(b - a)
     if not rows:
         return []
     if changes[0]:
-        cells = [_interval_text(values) for values in changes]
+        cells = [_interval_text(values) if values else "—" for values in changes]
         rows.append(
-            f"| **change, mean over {len(changes[0])} runs [95 % t-interval]** | | {cells[0]} | {cells[1]} |"
+            f"| **change, mean over {len(changes[0])} runs [95 % t-interval]** | | "
+            + " | ".join(cells)
+            + " |"
         )
     return [
-        "| run | iterations | yardstick balanced acc | yardstick good verdicts |",
-        "|---|---|---|---|",
+        "| run | iterations | yardstick balanced acc | yardstick good verdicts | yardstick precision of good verdicts |",
+        "|---|---|---|---|---|",
         *rows,
     ]
 
@@ -162,12 +165,20 @@ def good_verdict_precision(raw: float, balanced: float, said_good: float, good: 
     return min(1.0, max(0.0, hits / said_good))
 
 
-JUDGE_METRICS = (
-    "reward_model/step_accuracy",
-    "reward_model/step_balanced_accuracy",
-    "reward_model/good_verdict_share",
-    "reward_model/good_step_share",
-)
+JUDGE_METRICS = ("step_accuracy", "step_balanced_accuracy", "good_verdict_share", "good_step_share")
+
+
+def _judge(
+    store: ArtifactStore, run: str, iteration: int, stages: tuple[str, ...], prefix: str
+) -> tuple[float | None, float | None, float | None]:
+    """The judge's balanced accuracy, good-verdict share and precision of its good verdicts, as recorded."""
+    raw, balanced, said_good, good = (
+        _value(store, run, iteration, stages, prefix + m, None) for m in JUDGE_METRICS
+    )
+    precision = None
+    if raw is not None and balanced is not None and said_good is not None and good is not None:
+        precision = good_verdict_precision(raw, balanced, said_good, good)
+    return balanced, said_good, precision
 
 
 def _interval_text(values: list[float]) -> str:
@@ -185,15 +196,10 @@ def _curve(store: ArtifactStore, runs: dict[str, list[str]]) -> list[str]:
         last: set[int] = set()
         for run in arm_runs:
             iterations = sorted({it for it, _ in store.committed(run)})
-            votes += [
-                v for it in iterations
-                if it > 0 and (v := _value(store, run, it, JUDGED, "reward_model/step_balanced_accuracy", None))
-                is not None
-            ]  # fmt: skip
-            for it in iterations:
-                judged = [_value(store, run, it, JUDGED, m, None) for m in JUDGE_METRICS]
-                if it > 0 and None not in judged and (v := good_verdict_precision(*judged)) is not None:
-                    precision.append(v)
+            for it in iterations[1:] if iterations and iterations[0] == 0 else iterations:
+                balanced, _, good_precision = _judge(store, run, it, JUDGED, "reward_model/")
+                votes += [balanced] if balanced is not None else []
+                precision += [good_precision] if good_precision is not None else []
             evaluated = [
                 it for it in iterations if _value(store, run, it, ("evaluate",), SUCCESS, None) is not None
             ]
