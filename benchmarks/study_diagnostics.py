@@ -23,16 +23,18 @@ judge's band (``env/share_in_band``: the paper's own means of balance); ``weight
 votes' own (the label stage's), so a noisy oracle's measured balanced accuracy stands there.
 
 A third table, **the judge on its yardstick** (``judge_eval``, ``evaluation.judge_steps``), per run: balanced
-accuracy, good-verdict share and the precision of its good verdicts at iteration 0 and at the last iteration that measured it, and per arm their
-change (end − start) as a mean over the arm's runs with its 95 % t-interval over seeds.
+accuracy, good-verdict share and the precision of its good verdicts at iteration 0 and at the last iteration
+that measured it, and per arm their change (end − start) as a mean over the arm's runs with its 95 %
+t-interval over seeds.
 
 First, across arms, **end success against the votes' balanced accuracy** (the noise curve): per arm, the
 balanced step accuracy of the votes its policy update used (the judge stage's, else the label stage's; mean over
 the arm's iterations and seeds; for a trained judge it is measured on the steps it judged, against the engine's
-labels; none where the arm's switches turn the step-wise reward off, as ``outcome-only``'s do), the
+labels; none where the run's config turns the step-wise reward off, as ``outcome-only``'s does), the
 **precision of its "good" verdicts** (the share of the steps it calls good that are good: a judge may call most
-good steps bad and still reward only good ones), and the evaluation success (``evaluate: policy/eval_success_rate``) at iteration 0 and at the last
-evaluated iteration (named: a run still going ends earlier) with the change's 95 % t-interval over seeds; sorted by the votes' accuracy.
+good steps bad and still reward only good ones), and the evaluation success (``evaluate:
+policy/eval_success_rate``) at iteration 0 and at the last evaluated iteration (named: a run still going ends
+earlier) with the change's 95 % t-interval over seeds; sorted by the votes' accuracy.
 
 Nothing is recomputed from rows: every number is a stage metric the run recorded, or (the precision) solved
 exactly from four of them (:func:`good_verdict_precision`). Writes Markdown tables.
@@ -48,8 +50,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from flows.arms import ARMS
-from rla_core.algo.stats import mean_interval
+from rla_core.algo.stats import Interval
 from rla_core.store import ArtifactStore
 
 JUDGED = ("judge", "label")  # the judge stage's metric, else the label stage's (an oracle's votes)
@@ -135,7 +136,7 @@ def _yardstick(store: ArtifactStore, arm_runs: list[str]) -> list[str]:
     if not rows:
         return []
     if changes[0]:
-        cells = [_interval_text(values) if values else "—" for values in changes]
+        cells = [Interval.of(values).text(signed=True) for values in changes]
         rows.append(
             f"| **change, mean over {len(changes[0])} runs [95 % t-interval]** | | "
             + " | ".join(cells)
@@ -181,13 +182,8 @@ def _judge(
     return balanced, said_good, precision
 
 
-def _interval_text(values: list[float]) -> str:
-    mean, low, high = mean_interval(values)
-    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]" if len(values) > 1 else f"{mean:+.3f}"
-
-
 def _curve(store: ArtifactStore, runs: dict[str, list[str]]) -> list[str]:
-    rows: list[tuple[float, str]] = []
+    rows: list[tuple[float | None, str]] = []
     for arm, arm_runs in runs.items():
         votes: list[float] = []
         precision: list[float] = []
@@ -196,38 +192,37 @@ def _curve(store: ArtifactStore, runs: dict[str, list[str]]) -> list[str]:
         last: set[int] = set()
         for run in arm_runs:
             iterations = sorted({it for it, _ in store.committed(run)})
-            for it in iterations[1:] if iterations and iterations[0] == 0 else iterations:
-                balanced, _, good_precision = _judge(store, run, it, JUDGED, "reward_model/")
-                votes += [balanced] if balanced is not None else []
-                precision += [good_precision] if good_precision is not None else []
-            evaluated = [
-                it for it in iterations if _value(store, run, it, ("evaluate",), SUCCESS, None) is not None
-            ]
-            if len(evaluated) > 1:
-                start, end = (
-                    _value(store, run, it, ("evaluate",), SUCCESS, None)
-                    for it in (evaluated[0], evaluated[-1])
-                )
-                last.add(evaluated[-1])
-                starts.append(float(start))  # type: ignore[arg-type]
-                ends.append(float(end))  # type: ignore[arg-type]
+            # a run whose reward never read the votes (outcome-only) was judged all the same: no votes used
+            if store.read_run_info(run).config["reward"]["use_stepwise"]:
+                for it in (it for it in iterations if it > 0):
+                    balanced, _, good_precision = _judge(store, run, it, JUDGED, "reward_model/")
+                    votes += [balanced] if balanced is not None else []
+                    precision += [good_precision] if good_precision is not None else []
+            success = {
+                it: v
+                for it in iterations
+                if (v := _value(store, run, it, ("evaluate",), SUCCESS, None)) is not None
+            }
+            if len(success) > 1:
+                first, final = min(success), max(success)
+                last.add(final)
+                starts.append(success[first])
+                ends.append(success[final])
         if not ends:
             continue
-        if "reward.use_stepwise=false" in ARMS.get(arm, ()):
-            votes, precision = [], []  # judged, but the policy's reward never read the votes
-        accuracy = statistics.fmean(votes) if votes else float("nan")
+        accuracy = statistics.fmean(votes) if votes else None
         changes = [e - s for s, e in zip(starts, ends, strict=True)]
         rows.append(
             (
                 accuracy,
-                f"| {arm} | {len(ends)} | {f'{accuracy:.3f}' if votes else '—'} | "
+                f"| {arm} | {len(ends)} | {f'{accuracy:.3f}' if accuracy is not None else '—'} | "
                 f"{f'{statistics.fmean(precision):.3f}' if precision else '—'} | {statistics.fmean(starts):.3f} | "
-                f"{statistics.fmean(ends):.3f} | {'/'.join(map(str, sorted(last)))} | {_interval_text(changes)} |",
+                f"{statistics.fmean(ends):.3f} | {'/'.join(map(str, sorted(last)))} | {Interval.of(changes).text(signed=True)} |",
             )
         )
     if not rows:
         return []
-    rows.sort(key=lambda r: (r[0] == r[0], r[0] if r[0] == r[0] else 0.0))  # no votes first, then by accuracy
+    rows.sort(key=lambda r: (r[0] is not None, r[0] or 0.0))  # no votes first, then by the votes' accuracy
     return [
         "| arm | runs | votes' balanced acc | precision of good votes | success, iteration 0 | success, end | end iteration | "
         "change [95 % t-interval] |",

@@ -197,13 +197,15 @@ class Interval:
         mean, low, high = mean_interval(values)
         return Interval(mean, low, high, tuple(float(v) for v in values))
 
-    def text(self, digits: int = 3) -> str:
-        """``mean [low, high]``; the mean alone when the interval is unknown; "–" without values."""
+    def text(self, digits: int = 3, *, signed: bool = False) -> str:
+        """``mean [low, high]``; the mean alone when the interval is unknown; "–" without values. ``signed``:
+        every number with its sign (a change: ``+0.067 [+0.005, +0.129]``)."""
         if math.isnan(self.mean):
             return "–"
+        f = f"{'+' if signed else ''}.{digits}f"
         if math.isnan(self.low):
-            return f"{self.mean:.{digits}f}"
-        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+            return format(self.mean, f)
+        return f"{self.mean:{f}} [{self.low:{f}}, {self.high:{f}}]"
 
 
 # An arm learns only with at least this many seeds: two seeds can agree by chance to the last episode

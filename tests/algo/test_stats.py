@@ -153,6 +153,9 @@ def test_proportion_text_and_interval_text() -> None:
     assert proportion_text(None) == "not evaluated yet"
     assert Interval.of([0.2, 0.3, 0.4]).text() == "0.300 [0.052, 0.548]"  # test_mean_interval_three_seeds
     assert Interval.of([0.4]).text(2) == "0.40" and Interval.of([]).text() == "–"
+    # a change, signed: the same interval shifted down by 0.35
+    assert Interval.of([-0.15, -0.05, 0.05]).text(signed=True) == "-0.050 [-0.298, +0.198]"
+    assert Interval.of([0.067]).text(signed=True) == "+0.067"
 
 
 def test_paired_seed_differences_of_two_arms() -> None:
