@@ -36,8 +36,9 @@ good steps bad and still reward only good ones), and the evaluation success (``e
 policy/eval_success_rate``) at iteration 0 and at the last evaluated iteration (named: a run still going ends
 earlier) with the change's 95 % t-interval over seeds; sorted by the votes' accuracy.
 
-Nothing is recomputed from rows: every number is a stage metric the run recorded, or (the precision) solved
-exactly from four of them (:func:`good_verdict_precision`). Writes Markdown tables.
+Nothing is recomputed from rows: every number is a stage metric the run recorded, or (the precision, for a run
+written before it was recorded) solved exactly from four of them (:func:`good_verdict_precision`). Writes
+Markdown tables.
 
 Run: .venv/bin/python benchmarks/study_diagnostics.py ROOT STUDY [--out FILE]
 """
@@ -172,13 +173,14 @@ JUDGE_METRICS = ("step_accuracy", "step_balanced_accuracy", "good_verdict_share"
 def _judge(
     store: ArtifactStore, run: str, iteration: int, stages: tuple[str, ...], prefix: str
 ) -> tuple[float | None, float | None, float | None]:
-    """The judge's balanced accuracy, good-verdict share and precision of its good verdicts, as recorded."""
+    """The judge's balanced accuracy, good-verdict share and precision of its good verdicts, as recorded
+    (a run written before the precision was recorded: solved from the other four)."""
     raw, balanced, said_good, good = (
         _value(store, run, iteration, stages, prefix + m, None) for m in JUDGE_METRICS
     )
-    precision = None
-    if raw is not None and balanced is not None and said_good is not None and good is not None:
-        precision = good_verdict_precision(raw, balanced, said_good, good)
+    precision = _value(store, run, iteration, stages, prefix + "good_verdict_precision", None)
+    if precision is None and None not in (raw, balanced, said_good, good):
+        precision = good_verdict_precision(raw, balanced, said_good, good)  # type: ignore[arg-type]
     return balanced, said_good, precision
 
 

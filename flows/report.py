@@ -185,6 +185,7 @@ def run_figures(frame: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str], li
             ("reward_model/step_accuracy", "step accuracy (raw)"),
             ("reward_model/step_balanced_accuracy", "step balanced accuracy"),
             ("reward_model/good_verdict_share", "share of steps called good"),
+            ("reward_model/good_verdict_precision", "precision of the 'good' verdicts"),
             ("reward_model/outcome_agreement", "outcome agreement"),
             ("reward_model/yardstick_step_balanced_accuracy", "balanced accuracy on the yardstick"),
         )
@@ -192,14 +193,18 @@ def run_figures(frame: pl.DataFrame) -> tuple[dict[str, Any], dict[str, str], li
         xs, ys = _series(frame, metric)
         if xs:
             fig.add_trace(
-                go.Scatter(x=xs, y=ys, mode="lines+markers", name=label, line={"color": _PALETTE[i + 3]})
-            )
+                go.Scatter(
+                    x=xs, y=ys, mode="lines+markers", name=label,
+                    line={"color": _PALETTE[(i + 3) % len(_PALETTE)]},
+                )
+            )  # fmt: skip
     if not fig.data:
         missing.append("reward-model accuracy: no judge stage has committed yet")
     figures["reward_model"] = _layout(fig, "Reward model vs the engine", "share", rate=True)
     captions["reward_model"] = (
-        "Step accuracy: judged steps whose mean vote matches the engine's optimal actions; outcome agreement: "
-        "rollouts whose outcome the mean step vote foresees."
+        "Step accuracy: judged steps whose mean vote matches the engine's optimal actions; precision of the "
+        "'good' verdicts: steps called good that are; outcome agreement: rollouts whose outcome the mean step "
+        "vote foresees."
     )
 
     # Coding: the paper's held-out columns (docs/method.md, "Coding evaluation"); other settings have none.

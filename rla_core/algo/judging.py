@@ -100,6 +100,10 @@ def judge_step_metrics(
       scores 0.5 (one recall 1, the other 0), whatever the classes' shares; absent when either class has no
       judged step (a recall of an empty class is undefined);
     * ``good_verdict_share`` — share of judged steps the judge calls good (mean vote > 0);
+    * ``good_verdict_precision`` — share of those "good" verdicts that are right: on a bench where a good
+      step is the rare signal, this (not balanced accuracy) decides whether the votes lift the policy
+      (a judge that hands "good" to bad steps teaches the policy to repeat them); absent when no step is
+      called good;
     * ``good_step_share`` — share of judged steps that are good (the engine's label): the raw accuracy of a
       judge that calls every step bad is one minus this.
 
@@ -108,7 +112,7 @@ def judge_step_metrics(
     labels (:func:`has_expert_labels`).
 
     Example: votes [+1, -1, -1, 0] on steps [good, bad, good, bad] → raw 2/4; recall good 1/2, bad 1/2 →
-    balanced 0.5; good verdicts 1/4; good steps 2/4.
+    balanced 0.5; good verdicts 1/4, of which 1/1 right; good steps 2/4.
     """
     if not has_expert_labels(rollouts):  # nothing to measure against (free text, no expert_actions)
         return {}
@@ -119,11 +123,14 @@ def judge_step_metrics(
     v = votes.with_columns(pred_good=pl.col("mean_vote") > 0, pred_bad=pl.col("mean_vote") < 0)
     good, bad = v.filter(pl.col("good")), v.filter(~pl.col("good"))
     hits_good, hits_bad = int(good["pred_good"].sum()), int(bad["pred_bad"].sum())
+    said_good = int(v["pred_good"].sum())
     metrics = {
         f"{prefix}step_accuracy": (hits_good + hits_bad) / v.height,
-        f"{prefix}good_verdict_share": int(v["pred_good"].sum()) / v.height,
+        f"{prefix}good_verdict_share": said_good / v.height,
         f"{prefix}good_step_share": good.height / v.height,
     }
+    if said_good:
+        metrics[f"{prefix}good_verdict_precision"] = hits_good / said_good
     if good.height and bad.height:
         metrics[f"{prefix}step_balanced_accuracy"] = (hits_good / good.height + hits_bad / bad.height) / 2
     return metrics

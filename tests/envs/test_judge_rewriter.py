@@ -83,6 +83,7 @@ def test_the_oracle_votes_are_the_engines_labels_and_set_the_policy_reward(env: 
         "reward_model/step_accuracy": 1.0,
         "reward_model/step_balanced_accuracy": 1.0,
         "reward_model/good_verdict_share": 0.5,
+        "reward_model/good_verdict_precision": 1.0,
         "reward_model/good_step_share": 0.5,
     }
     # R = O + mean vote: step 0: -1 + (-1) = -2; step 1: -1 + 1 = 0. One rollout: each step's group is a
@@ -123,12 +124,14 @@ def _steps(actions_good: list[bool], votes: list[list[float | None]]) -> tuple[p
 
 def test_balanced_accuracy_by_hand() -> None:
     # steps [good, bad, good, bad], mean votes [+1, -1, -1, 0]: raw 2/4; recall on good 1/2 (step 2 called
-    # bad), on bad 1/2 (step 3's 0 is no verdict, a miss) → balanced 1/2; 1 of 4 called good; 2 of 4 good.
+    # bad), on bad 1/2 (step 3's 0 is no verdict, a miss) → balanced 1/2; 1 of 4 called good (step 0,
+    # right: precision 1/1); 2 of 4 good.
     metrics = judge_step_metrics(*_steps([True, False, True, False], [[1.0], [-1.0], [-1.0], [1.0, -1.0]]))
     assert metrics == {
         "reward_model/step_accuracy": 0.5,
         "reward_model/step_balanced_accuracy": 0.5,
         "reward_model/good_verdict_share": 0.25,
+        "reward_model/good_verdict_precision": 1.0,
         "reward_model/good_step_share": 0.5,
     }
     # A judge that calls every step bad, on mostly bad steps: raw 3/4, balanced (0 + 1)/2 = 0.5.
@@ -136,9 +139,12 @@ def test_balanced_accuracy_by_hand() -> None:
     assert constant["reward_model/step_accuracy"] == 0.75
     assert constant["reward_model/step_balanced_accuracy"] == 0.5
     assert constant["reward_model/good_verdict_share"] == 0.0
+    assert "reward_model/good_verdict_precision" not in constant  # nothing called good: no precision
     # Mean votes (unparsable = 0): [+1/2, -1/2, +1/2] on [good, bad, bad] → recalls 1 and 1/2 → 3/4.
     mixed = judge_step_metrics(*_steps([True, False, False], [[1.0, None], [-1.0, None], [1.0, None]]))
     assert mixed["reward_model/step_balanced_accuracy"] == 0.75
+    # Steps 0 and 2 are called good, step 0 rightly: precision 1/2.
+    assert mixed["reward_model/good_verdict_precision"] == 0.5
     # One class only: no balanced accuracy (the recall of an empty class is undefined); nothing judged: {}.
     only_bad = judge_step_metrics(*_steps([False, False], [[-1.0], [1.0]]))
     assert (

@@ -42,7 +42,8 @@ def test_a_run_resumed_with_a_yardstick_measures_its_first_and_last_judge_on_it(
         "reward_model/yardstick_good_verdict_share",
         "reward_model/yardstick_good_step_share",
     }
-    assert all(0.0 <= v <= 1.0 for v in metrics.values())
+    shares = {k: v for k, v in metrics.items() if k.startswith("reward_model/")}  # not timing_s/…: seconds
+    assert all(0.0 <= v <= 1.0 for v in shares.values()) and len(shares) >= 3, sorted(metrics.items())
     judgments = store.read_frame(run_id, last, "judge_eval", "judgments")
     m_votes = judgments.group_by("task_id", "rollout_id", "step").len()["len"].unique().to_list()
     assert (

@@ -96,6 +96,7 @@ NEW_METRICS = {
     "reward_model/step_balanced_accuracy",
     "reward_model/good_verdict_share",
     "reward_model/good_step_share",
+    "reward_model/good_verdict_precision",
     # the share of padding in the updates' and warm starts' forward passes
     "policy/padding_share",
     "reward_model/padding_share",
