@@ -83,19 +83,28 @@ SUCCESS = "policy/eval_success_rate"
 YARDSTICK = "reward_model/yardstick_"  # the judge_eval stage's prefix of the judge's step metrics
 
 
-def _value(
-    store: ArtifactStore, run: str, iteration: int, stages: tuple[str, ...], metric: str, per: str | None
-) -> float | None:
+def _stage_metrics(
+    store: ArtifactStore, run: str, iteration: int, stages: tuple[str, ...], metric: str
+) -> dict[str, float]:
+    """The recorded metrics of the first of ``stages`` that recorded ``metric`` (empty if none did)."""
     for stage in stages:
         manifest = store.manifest(run, iteration, stage)
         metrics = manifest.extra.get("metrics", {}) if manifest is not None else {}
-        if metric not in metrics:
-            continue
-        if per is None:
-            return float(metrics[metric])
-        total = float(metrics.get(per, 0.0))
-        return float(metrics[metric]) / total if total else None
-    return None
+        if metric in metrics:
+            return metrics
+    return {}
+
+
+def _value(
+    store: ArtifactStore, run: str, iteration: int, stages: tuple[str, ...], metric: str, per: str | None
+) -> float | None:
+    metrics = _stage_metrics(store, run, iteration, stages, metric)
+    if metric not in metrics:
+        return None
+    if per is None:
+        return float(metrics[metric])
+    total = float(metrics.get(per, 0.0))
+    return float(metrics[metric]) / total if total else None
 
 
 def _table(store: ArtifactStore, root: Path, arm_runs: list[str], columns: tuple[Column, ...]) -> list[str]:
@@ -175,10 +184,10 @@ def _judge(
 ) -> tuple[float | None, float | None, float | None]:
     """The judge's balanced accuracy, good-verdict share and precision of its good verdicts, as recorded
     (a run written before the precision was recorded: solved from the other four)."""
-    raw, balanced, said_good, good = (
-        _value(store, run, iteration, stages, prefix + m, None) for m in JUDGE_METRICS
-    )
-    precision = _value(store, run, iteration, stages, prefix + "good_verdict_precision", None)
+    # all five from the one stage that judged, read once: the judge stage, else (an oracle run) the label stage
+    metrics = _stage_metrics(store, run, iteration, stages, prefix + "good_step_share")
+    raw, balanced, said_good, good = (metrics.get(prefix + m) for m in JUDGE_METRICS)
+    precision = metrics.get(prefix + "good_verdict_precision")
     if precision is None and None not in (raw, balanced, said_good, good):
         precision = good_verdict_precision(raw, balanced, said_good, good)  # type: ignore[arg-type]
     return balanced, said_good, precision
